@@ -1,0 +1,178 @@
+"""Stage 2, node annotations: marks on the joint graph, as plain requests.
+
+Takes: the joint forward/backward graph, whose nodes carry the markers'
+``meta["custom"]``. Gives: ``node.meta[REQUEST_KEY]``, a ``Request`` saying what
+the user asked for the tensors that node produces (the plan records what was
+chosen under ``CHOSEN_KEY``), and ``node.meta[TENSOR_REQUEST_KEY]`` for
+per-tensor marks, moved from the marking view onto the tensor it views before
+Inductor's no-op removal deletes that view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import operator
+from typing import Optional
+
+import torch
+import torch.fx as fx
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+from .markers import ALL_ROLES, MARK_KEY, TENSOR_MARK_KEY
+
+__all__ = [
+    "Request",
+    "REQUEST_KEY",
+    "CHOSEN_KEY",
+    "TENSOR_REQUEST_KEY",
+    "annotate_requests",
+    "harvest_tensor_marks",
+    "marks_digest",
+    "is_view_node",
+    "storage_root",
+]
+
+REQUEST_KEY = "offload_pass_request"  # what the user asked (a Request)
+TENSOR_REQUEST_KEY = "offload_pass_tensor_request"  # per-tensor marks (frozenset of modes)
+CHOSEN_KEY = "offload_pass_chosen"  # what the plan chose ("offload" / "keep")
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A module or region mark as it reached one node."""
+
+    offload: Optional[tuple[str, ...]]
+    keep: Optional[tuple[str, ...]]
+    source: str
+
+    def opinion(self, role: Optional[str]) -> Optional[str]:
+        """"keep", "offload" or None for a tensor of sub-op ``role``. A mark
+        restricted to roles says nothing about tensors outside those roles."""
+
+        def covers(roles: Optional[tuple[str, ...]]) -> bool:
+            if roles is None:
+                return False
+            return roles == ALL_ROLES or (role is not None and role in roles)
+
+        if covers(self.keep):
+            return "keep"
+        if covers(self.offload):
+            return "offload"
+        return None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        named = set()
+        for roles in (self.offload, self.keep):
+            if roles and roles != ALL_ROLES:
+                named.update(roles)
+        return tuple(sorted(named))
+
+
+def _request_of(custom: object) -> Optional[Request]:
+    if not isinstance(custom, dict):
+        return None
+    mark = custom.get(MARK_KEY)
+    if not isinstance(mark, dict):
+        return None
+    return Request(
+        offload=tuple(mark["offload"]) if mark.get("offload") is not None else None,
+        keep=tuple(mark["keep"]) if mark.get("keep") is not None else None,
+        source=str(mark.get("source", "mark")),
+    )
+
+
+def annotate_requests(graph: fx.Graph) -> int:
+    """Set REQUEST_KEY on every node under a mark; returns how many."""
+    count = 0
+    for node in graph.nodes:
+        request = _request_of(node.meta.get("custom"))
+        if request is not None:
+            node.meta[REQUEST_KEY] = request
+            count += 1
+    return count
+
+
+def is_view_node(node: fx.Node) -> bool:
+    """True if ``node``'s output aliases its first tensor argument's storage."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target is torch.ops.aten.alias.default or target is torch.ops.aten.detach.default:
+        return True
+    if isinstance(target, torch._ops.OpOverload):
+        returns = target._schema.returns
+        return (
+            len(returns) == 1
+            and returns[0].alias_info is not None
+            and not returns[0].alias_info.is_write
+        )
+    if target is operator.getitem:
+        producer = node.args[0]
+        if isinstance(producer, fx.Node) and isinstance(producer.target, torch._ops.OpOverload):
+            returns = producer.target._schema.returns
+            # split / unbind return views of their input; getitem picks one.
+            return bool(returns) and returns[0].alias_info is not None
+    return False
+
+
+def view_base(node: fx.Node) -> Optional[fx.Node]:
+    if node.target is operator.getitem:
+        producer = node.args[0]
+        base = producer.args[0] if isinstance(producer, fx.Node) and producer.args else None
+    else:
+        base = node.args[0] if node.args else None
+    return base if isinstance(base, fx.Node) else None
+
+
+def storage_root(node: fx.Node) -> tuple[fx.Node, list[fx.Node]]:
+    """The node that owns ``node``'s storage, and the chain from ``node`` to it."""
+    chain = [node]
+    while is_view_node(chain[-1]):
+        base = view_base(chain[-1])
+        if base is None:
+            break
+        chain.append(base)
+    return chain[-1], chain
+
+
+def harvest_tensor_marks(graph: fx.Graph) -> int:
+    """Move per-tensor marks from their marking view to the viewed tensor."""
+    count = 0
+    for node in graph.nodes:
+        custom = node.meta.get("custom")
+        if not isinstance(custom, dict) or TENSOR_MARK_KEY not in custom:
+            continue
+        if not is_view_node(node):
+            continue
+        base = view_base(node)
+        mode = custom[TENSOR_MARK_KEY]
+        for target in (node, base):
+            if target is not None:
+                marks = set(target.meta.get(TENSOR_REQUEST_KEY, ()))
+                marks.add(mode)
+                target.meta[TENSOR_REQUEST_KEY] = frozenset(marks)
+        count += 1
+    return count
+
+
+class TensorMarkPass(CustomGraphPass):
+    """Inductor joint pre-pass running ``harvest_tensor_marks``."""
+
+    def __call__(self, graph: fx.Graph) -> None:
+        harvest_tensor_marks(graph)
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files((__file__,))
+
+
+def marks_digest(gm: fx.GraphModule) -> str:
+    """Hash of every mark in a Dynamo graph, in node order: part of the
+    compile cache key, so changed marks never hit a stale compiled graph."""
+    h = hashlib.sha256()
+    for node in gm.graph.nodes:
+        custom = node.meta.get("custom")
+        if isinstance(custom, dict) and (MARK_KEY in custom or TENSOR_MARK_KEY in custom):
+            h.update(repr((node.name, custom.get(MARK_KEY), custom.get(TENSOR_MARK_KEY))).encode())
+    return h.hexdigest()[:16]

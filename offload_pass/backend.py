@@ -1,0 +1,140 @@
+"""Stage 5, the backend: wires markers -> annotations -> plan -> rewrite.
+
+Takes: the Dynamo graph and example inputs (a ``torch.compile`` backend call).
+Gives: Inductor's compiled function, compiled with a partitioner that runs
+PyTorch's min-cut partitioner, plans from the saved set it produced, and
+rewrites both graphs before Inductor sees them. The backend records each plan
+in ``backend.plans`` (newest last).
+
+Caching: the partitioner is an Inductor ``CustomPartitionerFn`` whose uuid
+hashes this package's sources, the config and the marks of the graph. The
+AOTAutograd cache is turned off for our compiles, because a hit there would
+skip the partitioner and leave ``backend.plans`` without the plan; Inductor's
+FX graph cache stays on and keys on the rewritten graphs themselves.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections import Counter
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.fx as fx
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_files
+
+from . import runtime
+from .annotations import TensorMarkPass, annotate_requests, marks_digest
+from .config import OffloadConfig
+from .graph_text import render_graph
+from .plan import OffloadPlan, plan_saved_tensors
+from .rewrite import rewrite_graphs
+from .saved_set import check_requested_roles, collect_saved_tensors
+
+__all__ = ["OffloadBackend", "make_backend", "offload_backend"]
+
+log = logging.getLogger("offload_pass")
+
+_SOURCES = tuple(sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))))
+
+
+def _op_counts(gm: fx.GraphModule) -> Counter:
+    return Counter(
+        str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+    )
+
+
+class _OffloadPartitioner(CustomPartitionerFn):
+    def __init__(self, backend: "OffloadBackend", digest: str) -> None:
+        self.backend = backend
+        self.digest = digest
+
+    def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
+        return self.backend._partition(gm, joint_inputs, **kwargs)
+
+    def uuid(self) -> object:
+        return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest)
+
+
+class OffloadBackend:
+    """A ``torch.compile`` backend that offloads marked activations.
+
+    ``torch.compile(model, backend=OffloadBackend())``; ``plans`` lists the
+    ``OffloadPlan`` of every forward/backward pair it compiled, newest last.
+    """
+
+    _is_offload_backend = True
+
+    def __init__(self, config: Optional[OffloadConfig] = None) -> None:
+        if config is not None and not isinstance(config, OffloadConfig):
+            raise TypeError(f"config must be an OffloadConfig, got {type(config).__name__}")
+        self.config = config or OffloadConfig()
+        self.plans: list[OffloadPlan] = []
+        # Renderings of the graphs before / after the rewrite (graph_text),
+        # for graph-diff reports and golden tests; parallel to ``plans``.
+        self.graphs: list[dict[str, str]] = []
+
+    def __repr__(self) -> str:
+        return f"OffloadBackend({self.config})"
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[object]) -> Callable:
+        from torch._inductor.compile_fx import compile_fx
+
+        digest = marks_digest(gm)
+        patches = {
+            "custom_partitioner_fn": _OffloadPartitioner(self, digest),
+            "joint_custom_pre_pass": TensorMarkPass(),
+        }
+        runtime.set_pin_memory(self.config.pin_memory)
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return compile_fx(gm, example_inputs, config_patches=patches)
+
+    def _partition(self, joint: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
+        annotate_requests(joint.graph)
+        check_requested_roles(joint.graph)
+        static = kwargs.get("static_lifetime_input_indices") or ()
+        fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+        graph_id = f"graph {len(self.plans)}"
+        saved = collect_saved_tensors(fw_gm, bw_gm, static)
+        plan = plan_saved_tensors(saved, self.config, graph_id)
+        before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
+        if "offload" in self.config.disabled_passes:
+            plan.rewritten = False
+        else:
+            counts = (_op_counts(fw_gm), _op_counts(bw_gm))
+            fw_gm, bw_gm = rewrite_graphs(fw_gm, bw_gm, plan, self.config)
+            log.debug(
+                "offload_pass: %s rewrite added forward %s, backward %s",
+                graph_id,
+                dict(_op_counts(fw_gm) - counts[0]),
+                dict(_op_counts(bw_gm) - counts[1]),
+            )
+        self.plans.append(plan)
+        self.graphs.append(
+            {
+                "forward_before": before["forward"],
+                "backward_before": before["backward"],
+                "forward": render_graph(fw_gm),
+                "backward": render_graph(bw_gm),
+            }
+        )
+        log.info(
+            "offload_pass: %s offloads %d saved tensors (%.1f MiB), keeps %.1f MiB",
+            graph_id, len(plan.offloaded), plan.offloaded_bytes / 2**20, plan.kept_bytes / 2**20,
+        )
+        return fw_gm, bw_gm
+
+
+def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) -> OffloadBackend:
+    """A backend with its own config and its own ``plans``.
+
+    ``make_backend(min_bytes=0, prefetch=1)`` or ``make_backend(OffloadConfig(...))``.
+    """
+    base = config or OffloadConfig()
+    return OffloadBackend(base.replace(**overrides) if overrides else base)
+
+
+offload_backend = OffloadBackend()

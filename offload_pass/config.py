@@ -1,0 +1,68 @@
+"""Configuration of the offload pass.
+
+Takes: keyword overrides from ``make_backend``. Gives: a frozen ``OffloadConfig``
+whose ``cache_key()`` goes into the compile cache key, so a changed knob can
+never be served a graph compiled under the old one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["OffloadConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadConfig:
+    """Knobs of the pass. Defaults suit a transformer block on one GPU.
+
+    min_bytes: saved activations smaller than this stay on device (a copy has a
+        fixed launch cost of a few microseconds; 1 MiB moves in ~20 us at 50 GB/s).
+    pin_memory: copy into pinned host memory (needed for truly async copies).
+    prefetch: how many offloaded tensors (in backward order of first use) the
+        reload of a tensor is issued ahead of: 0 reloads right before first use.
+    max_inflight: forward copies allowed in flight; when one more starts, the
+        oldest is released (the compute stream waits for it and its device
+        memory is freed). Bounds device memory held by pending copies.
+    disabled_passes: names of passes to skip ("offload" turns the rewrite off
+        while still recording a plan).
+    """
+
+    min_bytes: int = 1 << 20
+    pin_memory: bool = True
+    prefetch: int = 2
+    max_inflight: int = 2
+    disabled_passes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("min_bytes", "prefetch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
+        if not isinstance(self.max_inflight, int) or self.max_inflight < 1:
+            raise ValueError(
+                f"OffloadConfig.max_inflight must be an int >= 1, got {self.max_inflight!r}"
+            )
+        if isinstance(self.disabled_passes, str):
+            object.__setattr__(self, "disabled_passes", (self.disabled_passes,))
+        unknown = set(self.disabled_passes) - set(KNOWN_PASSES)
+        if unknown:
+            raise ValueError(
+                f"OffloadConfig.disabled_passes: unknown pass {sorted(unknown)}; "
+                f"known passes are {list(KNOWN_PASSES)}"
+            )
+
+    def replace(self, **overrides: object) -> "OffloadConfig":
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(overrides) - names
+        if unknown:
+            raise TypeError(
+                f"unknown OffloadConfig option {sorted(unknown)}; valid options: {sorted(names)}"
+            )
+        return dataclasses.replace(self, **overrides)
+
+    def cache_key(self) -> str:
+        return repr(dataclasses.astuple(self))
+
+
+KNOWN_PASSES = ("offload",)

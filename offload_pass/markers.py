@@ -1,0 +1,304 @@
+"""Stage 1, markers: what the user asks to offload.
+
+Takes: a model and targets (module instances, name patterns, module classes),
+regions inside ``forward``, or single tensors. Gives: ``node.meta["custom"]``
+annotations on every node traced under a mark, through
+``torch.fx.traceback.annotate`` (Dynamo carries them into the joint graph, and
+backward nodes inherit them). Nothing here decides; ``annotations.py`` reads
+the marks and ``plan.py`` decides.
+
+Precedence: a per-tensor mark beats every module / region mark; the innermost
+region or module mark beats outer ones (an inner annotation replaces the outer
+one); at the same level keep beats offload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+import logging
+import re
+import warnings
+from typing import Iterable, Iterator, Sequence
+
+import torch
+import torch.nn as nn
+from torch.fx.traceback import annotate
+
+__all__ = [
+    "offload_modules",
+    "keep_modules",
+    "offload_region",
+    "mark_offload",
+    "mark_not_offload",
+    "clear_marks",
+    "MARK_KEY",
+    "TENSOR_MARK_KEY",
+    "ALL_ROLES",
+]
+
+log = logging.getLogger("offload_pass")
+
+# Keys in node.meta["custom"]. MARK_KEY holds the module / region mark:
+# {"offload": roles, "keep": roles, "source": str}, roles being a tuple of role
+# names or ALL_ROLES. TENSOR_MARK_KEY holds "offload" / "keep" on a view node
+# that mark_offload / mark_not_offload inserted.
+MARK_KEY = "offload_pass"
+TENSOR_MARK_KEY = "offload_pass_tensor"
+ALL_ROLES = ("*",)
+
+_ORIG_FORWARD = "_offload_pass_orig_forward"
+_MODULE_MARK = "_offload_pass_mark"
+
+
+def _normalize_roles(roles: object, where: str) -> tuple[str, ...]:
+    if roles is None:
+        return ALL_ROLES
+    if isinstance(roles, str):
+        roles = [roles]
+    try:
+        out = tuple(roles)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{where}: roles must be a list of role names, got {roles!r}") from None
+    if not out or not all(isinstance(r, str) and r for r in out):
+        raise ValueError(f"{where}: roles must be a non-empty list of role names, got {roles!r}")
+    return tuple(sorted(set(out)))
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    # "*" matches one name segment, "**" any number of them, so "layers.*.attn"
+    # means the attention of each layer and not of a nested block.
+    parts = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            parts.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            parts.append("[^.]*")
+            i += 1
+        elif pattern[i] == "?":
+            parts.append("[^.]")
+            i += 1
+        else:
+            parts.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _display(name: str) -> str:
+    return name if name else "<root>"
+
+
+def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> list[tuple[str, nn.Module]]:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{api}: the first argument must be the nn.Module to mark, got {type(model).__name__}")
+    if not targets:
+        raise ValueError(
+            f"{api}: give at least one target: a submodule, a name pattern like 'layers.*.attn', "
+            "or an nn.Module subclass"
+        )
+    named = list(model.named_modules(remove_duplicate=False))
+    by_id: dict[int, str] = {}
+    for name, mod in named:
+        by_id.setdefault(id(mod), name)
+    found: dict[str, nn.Module] = {}
+    for target in targets:
+        matched: list[tuple[str, nn.Module]]
+        if isinstance(target, nn.Module):
+            if id(target) not in by_id:
+                raise ValueError(
+                    f"{api}: target {type(target).__name__} instance is not a submodule of the model"
+                )
+            matched = [(by_id[id(target)], target)]
+        elif isinstance(target, type) and issubclass(target, nn.Module):
+            matched = [(n, m) for n, m in named if isinstance(m, target)]
+            if not matched:
+                classes = sorted({type(m).__name__ for _, m in named})
+                raise ValueError(
+                    f"{api}: no submodule is an instance of {target.__name__}; "
+                    f"the model has: {', '.join(classes)}"
+                )
+        elif isinstance(target, str):
+            regex = _pattern_regex(target)
+            matched = [(n, m) for n, m in named if regex.match(n)]
+            if not matched:
+                names = [n for n, _ in named if n]
+                close = difflib.get_close_matches(target, names, n=5, cutoff=0.4)
+                hint = f"close names: {', '.join(close)}" if close else (
+                    f"names look like: {', '.join(names[:5])}"
+                )
+                raise ValueError(f"{api}: pattern {target!r} matches no submodule; {hint}")
+        else:
+            raise TypeError(
+                f"{api}: target {target!r} ({type(target).__name__}) is not a module, a name "
+                "pattern string or an nn.Module subclass"
+            )
+        for name, mod in matched:
+            found.setdefault(name, mod)
+    return sorted(found.items(), key=lambda kv: kv[0])
+
+
+def _declared_roles(module: nn.Module) -> set[str]:
+    roles: set[str] = set()
+    for sub in module.modules():
+        roles.update(getattr(type(sub), "offload_roles", ()) or ())
+    return roles
+
+
+def _check_backend_for_marks() -> bool:
+    """Called while Dynamo traces a marked forward: warn once if the backend
+    is not an offload backend, since the marks would then do nothing."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        fn = InstructionTranslator.current_tx().output.compiler_fn
+        seen = 0
+        while fn is not None and seen < 16:
+            if getattr(fn, "_is_offload_backend", False):
+                return True
+            fn = getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+            seen += 1
+    except Exception:  # an internal that moved: never let a check break tracing
+        return True
+    _warn_once(
+        "offload_pass: the model has offload marks but is compiled with another backend; "
+        "the marks have no effect there. Compile with "
+        "torch.compile(model, backend=offload_pass.offload_backend) to offload."
+    )
+    return False
+
+
+_check_backend_traced = torch._dynamo.assume_constant_result(_check_backend_for_marks)
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def _install_forward(module: nn.Module) -> None:
+    if _ORIG_FORWARD not in module.__dict__:
+        module.__dict__[_ORIG_FORWARD] = module.forward
+    orig = module.__dict__[_ORIG_FORWARD]
+    payload = dict(module.__dict__[_MODULE_MARK])
+
+    # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
+    # annotates the forward of the module that torch.compile was called on.
+    @functools.wraps(orig)
+    def forward(*args: object, **kwargs: object) -> object:
+        if torch.compiler.is_compiling():
+            _check_backend_traced()
+        with annotate({MARK_KEY: payload}):
+            return orig(*args, **kwargs)
+
+    # A new function object each time the mark changes: Dynamo guards on it,
+    # so a changed mark recompiles instead of reusing the old graph.
+    module.forward = forward  # type: ignore[method-assign]
+
+
+def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mode: str, api: str) -> list[str]:
+    role_tuple = _normalize_roles(roles, api)
+    matched = _resolve_targets(model, targets, api)
+    if role_tuple != ALL_ROLES:
+        for name, mod in matched:
+            declared = _declared_roles(mod)
+            if declared and not set(role_tuple) <= declared:
+                raise ValueError(
+                    f"{api}: module {_display(name)} ({type(mod).__name__}) has no role "
+                    f"{sorted(set(role_tuple) - declared)}; its roles are {sorted(declared)}"
+                )
+    for name, mod in matched:
+        mark = dict(mod.__dict__.get(_MODULE_MARK) or {"source": f"module {_display(name)}"})
+        previous = mark.get(mode)
+        if previous is None or previous == ALL_ROLES or role_tuple == ALL_ROLES:
+            mark[mode] = ALL_ROLES if ALL_ROLES in (previous, role_tuple) else role_tuple
+        else:
+            mark[mode] = tuple(sorted(set(previous) | set(role_tuple)))
+        mod.__dict__[_MODULE_MARK] = mark
+        _install_forward(mod)
+    names = [name for name, _ in matched]
+    log.info("offload_pass: %s marked %s", api, ", ".join(_display(n) for n in names))
+    return names
+
+
+def offload_modules(model: nn.Module, *targets: object, roles: Iterable[str] | None = None) -> list[str]:
+    """Offload what the matched modules save for backward.
+
+    A target is a submodule, a pattern on qualified names relative to ``model``
+    ("layers.*.attn"; ``*`` is one name segment, ``**`` any number), or an
+    ``nn.Module`` subclass. ``roles`` restricts the mark to those sub-op roles
+    of fused ops (see ``register_saved_roles``). Returns the names matched.
+    """
+    return _mark_modules(model, targets, roles, "offload", "offload_modules")
+
+
+def keep_modules(model: nn.Module, *targets: object, roles: Iterable[str] | None = None) -> list[str]:
+    """Keep on device what the matched modules save, whatever outer marks say."""
+    return _mark_modules(model, targets, roles, "keep", "keep_modules")
+
+
+def clear_marks(model: nn.Module) -> list[str]:
+    """Remove module marks from ``model`` and its submodules; returns their names."""
+    cleared = []
+    for name, mod in model.named_modules():
+        if _ORIG_FORWARD in mod.__dict__:
+            orig = mod.__dict__.pop(_ORIG_FORWARD)
+            mod.__dict__.pop(_MODULE_MARK, None)
+            if getattr(orig, "__self__", None) is mod and getattr(orig, "__func__", None) is type(mod).forward:
+                mod.__dict__.pop("forward", None)
+            else:
+                mod.forward = orig  # type: ignore[method-assign]
+            cleared.append(name)
+    return cleared
+
+
+def offload_region(enabled: bool = True, roles: Iterable[str] | None = None) -> contextlib.AbstractContextManager:
+    """Inside ``forward``: mark everything produced in the block.
+
+    ``enabled=False`` keeps it on device, overriding any outer mark.
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"offload_region: enabled must be True or False, got {enabled!r}")
+    role_tuple = _normalize_roles(roles, "offload_region")
+    mode = "offload" if enabled else "keep"
+    return annotate({MARK_KEY: {mode: role_tuple, "source": f"offload_region(enabled={enabled})"}})
+
+
+def _mark_tensors(tensors: tuple[object, ...], mode: str, api: str) -> object:
+    if not tensors:
+        raise ValueError(f"{api}: give at least one tensor")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{api}: argument {i} is a {type(t).__name__}, not a tensor")
+    if not torch.compiler.is_compiling():
+        # Eager: nothing is offloaded, so the mark costs nothing.
+        return tensors[0] if len(tensors) == 1 else tensors
+    # A view carries the mark into the joint graph; annotations.harvest_tensor_marks
+    # moves it to the tensor it views before Inductor removes the no-op view.
+    with annotate({TENSOR_MARK_KEY: mode}):
+        out = tuple(t.view_as(t) for t in tensors)
+    return out[0] if len(out) == 1 else out
+
+
+def mark_offload(*tensors: torch.Tensor) -> object:
+    """Inside ``forward``: offload these tensors if they are saved for backward.
+    Returns the tensor(s) to use from here on."""
+    return _mark_tensors(tensors, "offload", "mark_offload")
+
+
+def mark_not_offload(*tensors: torch.Tensor) -> object:
+    """Inside ``forward``: keep these tensors on device whatever else is marked.
+    Returns the tensor(s) to use from here on."""
+    return _mark_tensors(tensors, "keep", "mark_not_offload")
+
+
+def module_marks(model: nn.Module) -> Iterator[tuple[str, dict]]:
+    """(name, mark) for every marked submodule, for reports."""
+    for name, mod in model.named_modules():
+        mark = mod.__dict__.get(_MODULE_MARK)
+        if mark:
+            yield name, dict(mark)

@@ -1,0 +1,173 @@
+"""Stage 3b, the plan: which saved tensors go to host memory.
+
+Takes: ``SavedTensor`` records (plain data) and an ``OffloadConfig``. Gives: an
+``OffloadPlan`` with one entry per saved value (decision and reason) and the
+storage groups to copy. A pure function: no graph, no tracing, no device.
+
+Rules, in order: only activations (never parameters, buffers, graph inputs,
+model outputs or symbolic ints); only what a mark asked to offload; never what
+an opt-out asked to keep; tensors sharing one storage move together or not at
+all (keeping one keeps the storage alive, so moving the others would free
+nothing); a storage smaller than ``min_bytes`` stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Optional, Sequence
+
+from .config import OffloadConfig
+from .saved_set import SavedTensor
+
+__all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
+
+log = logging.getLogger("offload_pass")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanEntry:
+    name: str
+    op: str
+    module: str
+    role: Optional[str]
+    shape: tuple
+    dtype: str
+    nbytes: int
+    decision: str  # "offload" | "keep"
+    reason: str
+    storage: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadGroup:
+    """One copy to host: the saved tensors sharing one storage.
+
+    copy == "tensor": the single member is copied as it is.
+    copy == "storage": the storage owner is copied once and every member is
+    rebuilt in backward as a view of the reloaded owner.
+    copy == "each": members are copied one by one (views with symbolic
+    sizes cannot be rebuilt from the owner).
+    """
+
+    storage: str
+    members: tuple[str, ...]
+    copy: str
+    nbytes: int
+
+
+@dataclasses.dataclass
+class OffloadPlan:
+    graph_id: str
+    entries: list[PlanEntry]
+    groups: list[OffloadGroup]
+    rewritten: bool = True
+
+    @property
+    def offloaded(self) -> list[str]:
+        return [e.name for e in self.entries if e.decision == "offload"]
+
+    @property
+    def offloaded_bytes(self) -> int:
+        return sum(g.nbytes for g in self.groups)
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(e.nbytes for e in self.entries if e.decision == "keep")
+
+    def entry(self, name: str) -> PlanEntry:
+        for e in self.entries:
+            if e.name == name:
+                return e
+        raise KeyError(f"no saved tensor named {name!r}; saved: {[e.name for e in self.entries]}")
+
+    def __str__(self) -> str:
+        header = ("saved", "op", "module", "role", "shape", "dtype", "MiB", "decision", "reason")
+        rows = [
+            (
+                e.name,
+                e.op,
+                e.module or "-",
+                e.role or "-",
+                "x".join(str(s) for s in e.shape) or "-",
+                e.dtype,
+                f"{e.nbytes / 2**20:.2f}",
+                e.decision,
+                e.reason,
+            )
+            for e in self.entries
+        ]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        lines = [f"offload plan {self.graph_id}" + ("" if self.rewritten else " (rewrite disabled)")]
+        for r in [header, *rows]:
+            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        lines.append(
+            f"offloaded {self.offloaded_bytes / 2**20:.2f} MiB in {len(self.groups)} copies "
+            f"({len(self.offloaded)} saved tensors); kept {self.kept_bytes / 2**20:.2f} MiB"
+        )
+        return "\n".join(lines)
+
+
+def eligibility(t: SavedTensor) -> tuple[bool, str]:
+    """Whether one saved tensor may be offloaded on its own, and why (not)."""
+    if t.kind == "symint":
+        return False, "symbolic int"
+    if t.kind == "parameter":
+        return False, "parameter or buffer"
+    if t.kind == "input":
+        return False, "graph input" if not t.is_view else "view of a graph input"
+    if t.kind == "output":
+        return False, "model output (or shares its storage)"
+    if t.asked == "keep":
+        return False, f"kept by {t.asked_by}"
+    if t.asked is None:
+        return False, "not marked"
+    if not t.symbolic and t.nbytes == 0:
+        return False, "empty tensor"
+    return True, f"offloaded by {t.asked_by}"
+
+
+def plan_saved_tensors(
+    saved: Sequence[SavedTensor], config: OffloadConfig, graph_id: str = ""
+) -> OffloadPlan:
+    verdicts = {t.name: eligibility(t) for t in saved}
+    by_storage: dict[str, list[SavedTensor]] = {}
+    for t in saved:
+        if t.kind != "symint":
+            by_storage.setdefault(t.storage, []).append(t)
+
+    decisions: dict[str, tuple[str, str]] = {}
+    groups: list[OffloadGroup] = []
+    for storage, members in by_storage.items():
+        blocked = [m for m in members if not verdicts[m.name][0]]
+        if blocked:
+            for m in members:
+                ok, reason = verdicts[m.name]
+                if ok:
+                    b = blocked[0]
+                    reason = f"shares storage with {b.name} ({verdicts[b.name][1]})"
+                decisions[m.name] = ("keep", reason)
+            continue
+        if len(members) == 1:
+            copy, nbytes = "tensor", members[0].nbytes
+        elif any(m.symbolic for m in members):
+            copy, nbytes = "each", sum(m.nbytes for m in members)
+        else:
+            copy, nbytes = "storage", members[0].storage_nbytes
+        if not any(m.symbolic for m in members) and nbytes < config.min_bytes:
+            for m in members:
+                decisions[m.name] = ("keep", f"below min_bytes ({nbytes} < {config.min_bytes})")
+            continue
+        for m in members:
+            decisions[m.name] = ("offload", verdicts[m.name][1])
+        groups.append(OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes))
+
+    entries = []
+    for t in saved:
+        decision, reason = decisions.get(t.name, ("keep", verdicts[t.name][1]))
+        entries.append(
+            PlanEntry(t.name, t.op, t.module, t.role, t.shape, t.dtype, t.nbytes, decision, reason, t.storage)
+        )
+    plan = OffloadPlan(graph_id, entries, groups)
+    log.debug("offload_pass: %s", plan)
+    return plan

@@ -1,0 +1,193 @@
+"""Stage 4, the rewrite: apply an ``OffloadPlan`` to the forward and backward graphs.
+
+Takes: the partitioner's forward and backward graph modules, the plan and the
+config. Gives: the same graph modules, edited in place and linted:
+
+forward   x = producer(...)
+          x_host = offload_pass.offload(x)          right after the producer
+          ...                                       (up to ``max_inflight`` copies in flight)
+          offload_pass.release(x, x_host)           x's last use: its memory is freed here
+          return (..., x_host, ...)                 the host copy is what backward gets
+
+backward  x_host = placeholder                      same position as before
+          x_dev = offload_pass.reload(x_host, dev)  ``prefetch`` groups ahead of first use
+          offload_pass.wait_reload(x_dev)           right before the first consumer
+          consumer(x_dev)
+
+Nodes made here carry ``meta["offload_pass"] = "rewrite"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+import torch.fx as fx
+from torch._guards import detect_fake_mode
+
+from .annotations import CHOSEN_KEY, storage_root
+from .config import OffloadConfig
+from .plan import OffloadPlan
+from .runtime import OPS
+from .saved_set import saved_positions
+
+__all__ = ["rewrite_graphs", "CREATED_KEY"]
+
+CREATED_KEY = "offload_pass"
+
+
+@dataclasses.dataclass
+class _Copy:
+    source: str  # forward node copied to host
+    members: list[str]  # saved values it stands for
+    # member -> (size, stride, storage offset) to rebuild it as a view of the
+    # reloaded source; None means the member is the source itself.
+    views: dict[str, Optional[tuple]]
+
+
+def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
+    copies = []
+    for group in plan.groups:
+        if group.copy == "storage":
+            root = fw_nodes[group.storage]
+            root_offset = root.meta["val"].storage_offset()
+            views = {}
+            for name in group.members:
+                val = fw_nodes[name].meta["val"]
+                views[name] = (tuple(val.size()), tuple(val.stride()), val.storage_offset() - root_offset)
+            copies.append(_Copy(group.storage, list(group.members), views))
+        else:
+            for name in group.members:
+                copies.append(_Copy(name, [name], {name: None}))
+    return copies
+
+
+def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[str] = None) -> fx.Node:
+    node = graph.create_node("call_function", target, args, name=name)
+    node.meta[CREATED_KEY] = "rewrite"
+    fake_args = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+    with fake_mode:
+        node.meta["val"] = target(*fake_args)
+    return node
+
+
+def _alias_last_use(root: fx.Node, pos: dict[fx.Node, int]) -> fx.Node:
+    """The last forward node reading any alias of ``root``'s storage (the
+    output node aside: saved values leave through it as host copies)."""
+    last = root
+    pending = [root]
+    seen = {root}
+    while pending:
+        node = pending.pop()
+        for user in node.users:
+            if user.op == "output":
+                continue
+            if pos[user] > pos[last]:
+                last = user
+            if user not in seen and storage_root(user)[0] is root:
+                seen.add(user)
+                pending.append(user)
+    return last
+
+
+def _rewrite_forward(
+    fw_gm: fx.GraphModule, copies: list[_Copy], positions: dict[str, int], config: OffloadConfig
+) -> None:
+    graph = fw_gm.graph
+    nodes = {n.name: n for n in graph.nodes}
+    fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    output = graph.find_nodes(op="output")[0]
+
+    hosts: dict[str, fx.Node] = {}
+    issued: list[tuple[fx.Node, fx.Node]] = []
+    for copy in sorted(copies, key=lambda c: order[nodes[c.source]]):
+        source = nodes[copy.source]
+        with graph.inserting_after(source):
+            host = _new_node(graph, OPS["offload"], (source,), fake_mode, f"{source.name}_host")
+        hosts[copy.source] = host
+        issued.append((source, host))
+
+    # Release copy i right after copy i + max_inflight is issued (the copy
+    # stream stays busy with the ones in between) or before the outputs, but
+    # never before the last forward use of its storage.
+    pos = {n: i for i, n in enumerate(graph.nodes)}
+    anchors = []
+    for i, (source, host) in enumerate(issued):
+        j = i + config.max_inflight
+        target = issued[j][1] if j < len(issued) else output.prev
+        last_use = _alias_last_use(storage_root(source)[0], pos)
+        anchors.append(max(target, last_use, key=pos.__getitem__))
+    for (source, host), anchor in zip(issued, anchors):
+        with graph.inserting_after(anchor):
+            _new_node(graph, OPS["release"], (source, host), fake_mode)
+
+    args = list(output.args[0])
+    for copy in copies:
+        for member in copy.members:
+            args[positions[member]] = hosts[copy.source]
+    output.args = (tuple(args),)
+
+
+def _rewrite_backward(bw_gm: fx.GraphModule, copies: list[_Copy], fw_nodes: dict[str, fx.Node], config: OffloadConfig) -> None:
+    graph = bw_gm.graph
+    placeholders = {n.name: n for n in graph.find_nodes(op="placeholder")}
+    fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    first_compute = next(n for n in graph.nodes if n.op != "placeholder")
+
+    def first_use(copy: _Copy) -> fx.Node:
+        users = [u for m in copy.members for u in placeholders[m].users]
+        return min(users, key=lambda u: order[u])
+
+    used = [c for c in copies if any(placeholders[m].users for m in c.members)]
+    used.sort(key=lambda c: order[first_use(c)])
+    anchors = [first_use(c) for c in used]
+    for j, copy in enumerate(used):
+        source_val = fw_nodes[copy.source].meta["val"]
+        host_ph = placeholders[copy.members[0]]
+        for m in copy.members:
+            placeholders[m].meta["val"] = _host_fake(source_val, fake_mode)
+        consumer = anchors[j]
+        k = j - config.prefetch
+        issue_at = anchors[k] if k >= 0 else first_compute
+        with graph.inserting_before(issue_at):
+            dev = _new_node(graph, OPS["reload"], (host_ph, source_val.device), fake_mode, f"{copy.source}_reload")
+        with graph.inserting_before(consumer):
+            _new_node(graph, OPS["wait_reload"], (dev,), fake_mode)
+            for m in copy.members:
+                view = copy.views[m]
+                if view is None:
+                    replacement = dev
+                else:
+                    replacement = _new_node(
+                        graph, torch.ops.aten.as_strided.default, (dev, *view), fake_mode, f"{m}_view"
+                    )
+                placeholders[m].replace_all_uses_with(
+                    replacement, delete_user_cb=lambda user: user.meta.get(CREATED_KEY) != "rewrite"
+                )
+
+
+def _host_fake(val: torch.Tensor, fake_mode) -> torch.Tensor:
+    with fake_mode:
+        return OPS["offload"](val)
+
+
+def rewrite_graphs(
+    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, config: OffloadConfig
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    if not plan.groups:
+        return fw_gm, bw_gm
+    positions = saved_positions(fw_gm, bw_gm)
+    fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
+    for entry in plan.entries:
+        if entry.name in fw_nodes:
+            fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
+    copies = _copies(plan, fw_nodes)
+    _rewrite_forward(fw_gm, copies, positions, config)
+    _rewrite_backward(bw_gm, copies, fw_nodes, config)
+    for gm in (fw_gm, bw_gm):
+        gm.graph.lint()
+        gm.recompile()
+    return fw_gm, bw_gm

@@ -1,0 +1,249 @@
+"""Stage 3a, saved set: the partitioner's saved tensors as plain records.
+
+Takes: the forward and backward graphs the partitioner produced (with the
+joint graph's REQUEST_KEY / TENSOR_REQUEST_KEY meta copied onto their nodes).
+Gives: one ``SavedTensor`` per value the forward saves for backward, traced
+back through views / getitems to the node that owns its storage, attributed to
+that node's module and fused-op role, with what the user asked for it. The
+records are plain data, so ``plan.plan_saved_tensors`` is testable without
+tracing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import re
+from typing import Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from .annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request, storage_root
+from .roles import roles_of
+
+__all__ = ["SavedTensor", "collect_saved_tensors", "saved_positions", "check_requested_roles"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedTensor:
+    name: str  # node name in the forward graph (and placeholder name in backward)
+    position: int  # index in the forward graph's output tuple
+    kind: str  # "activation" | "parameter" | "input" | "output" | "symint"
+    op: str  # op that produced the storage owner
+    module: str  # qualified path of the module that produced it ("" if unknown)
+    role: Optional[str]  # fused-op sub-op role, if any
+    shape: tuple  # ints, or strings for symbolic sizes
+    dtype: str
+    nbytes: int  # 0 when symbolic
+    storage: str  # name of the node owning the storage
+    storage_nbytes: int
+    is_view: bool
+    symbolic: bool
+    asked: Optional[str]  # "offload" / "keep" / None (not marked)
+    asked_by: str
+
+
+def _val(node: fx.Node) -> object:
+    return node.meta.get("val")
+
+
+def _module_path(node: fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    # "L['self'].layers[0].attn" / "L['self']._modules['layers']['0']" -> "layers.0.attn"
+    path = re.sub(r"^L\['[^']*'\]", "", path)
+    path = path.replace("._modules", "")
+    path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
+    return path.lstrip(".")
+
+
+def _op_name(node: fx.Node) -> str:
+    if node.op == "placeholder":
+        return "placeholder"
+    if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        return f"{_op_name(node.args[0])}[{node.args[1]}]"
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        packet = target._schema.name.replace("::", ".")
+        return packet
+    return getattr(target, "__name__", str(target))
+
+
+def _numel_bytes(val: torch.Tensor) -> tuple[int, bool]:
+    try:
+        return int(val.numel()) * val.element_size(), False
+    except Exception:  # symbolic sizes
+        return 0, True
+
+
+def _storage_bytes(val: torch.Tensor) -> int:
+    try:
+        return int(val.untyped_storage().nbytes())
+    except Exception:
+        n, _ = _numel_bytes(val)
+        return n
+
+
+def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, int]:
+    """Saved value name -> its index in the forward output tuple.
+
+    The partitioner appends the saved values to the forward outputs and makes
+    them the backward's first placeholders, under the same names."""
+    outputs = list(fw_gm.graph.find_nodes(op="output")[0].args[0])
+    saved_names = [
+        n.name for n in bw_gm.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")
+    ]
+    positions = {}
+    tail_start = len(outputs) - len(saved_names)
+    for i in range(tail_start, len(outputs)):
+        out = outputs[i]
+        if isinstance(out, fx.Node) and out.name in saved_names:
+            positions[out.name] = i
+    missing = [n for n in saved_names if n not in positions]
+    if missing:
+        raise RuntimeError(
+            f"offload_pass: cannot match backward inputs {missing} to forward outputs; "
+            "the partitioner's output layout is not the one this pass knows"
+        )
+    return positions
+
+
+def _role_of(node: fx.Node, root: fx.Node, chain: list[fx.Node]) -> tuple[Optional[str], Optional[fx.Node]]:
+    """(role, fused node) of a saved tensor: an output role if the storage
+    comes out of a fused op, else an input role if it is passed to one."""
+    if root.target is operator.getitem and isinstance(root.args[0], fx.Node):
+        fused = root.args[0]
+        roles = roles_of(fused.target)
+        if roles is not None and root.args[1] in roles.outputs:
+            return roles.outputs[root.args[1]], fused
+    for candidate in chain:
+        for user in candidate.users:
+            roles = roles_of(user.target)
+            if roles is None:
+                continue
+            for pos, arg in enumerate(user.args):
+                if arg is candidate and pos in roles.inputs:
+                    return roles.inputs[pos], user
+    return None, None
+
+
+def _request(node: Optional[fx.Node]) -> Optional[Request]:
+    if node is None:
+        return None
+    request = node.meta.get(REQUEST_KEY)
+    if request is None and node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        request = node.args[0].meta.get(REQUEST_KEY)
+    return request
+
+
+def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Optional[fx.Node]) -> tuple[Optional[str], str]:
+    tensor_marks: set[str] = set()
+    for n in chain:
+        tensor_marks |= set(n.meta.get(TENSOR_REQUEST_KEY, ()))
+    if "keep" in tensor_marks:
+        return "keep", "mark_not_offload"
+    if "offload" in tensor_marks:
+        return "offload", "mark_offload"
+    opinions: list[tuple[str, str]] = []
+    producer = _request(root)
+    producer_is_fused = fused is not None and root.target is operator.getitem and root.args[0] is fused
+    if producer is not None:
+        said = producer.opinion(role if producer_is_fused else None)
+        if said:
+            opinions.append((said, producer.source))
+    if fused is not None and not producer_is_fused:
+        consumer = _request(fused)
+        if consumer is not None:
+            said = consumer.opinion(role)
+            if said:
+                opinions.append((said, f"{consumer.source} (role {role!r})"))
+    for mode in ("keep", "offload"):  # keep wins at the same level
+        for said, source in opinions:
+            if said == mode:
+                return mode, source
+    return None, ""
+
+
+def collect_saved_tensors(
+    fw_gm: fx.GraphModule,
+    bw_gm: fx.GraphModule,
+    static_input_indices: Sequence[int] = (),
+) -> list[SavedTensor]:
+    positions = saved_positions(fw_gm, bw_gm)
+    fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
+    placeholders = list(fw_gm.graph.find_nodes(op="placeholder"))
+    outputs = list(fw_gm.graph.find_nodes(op="output")[0].args[0])
+    num_user_outputs = min(positions.values()) if positions else len(outputs)
+    output_roots = {
+        storage_root(o)[0].name for o in outputs[:num_user_outputs] if isinstance(o, fx.Node)
+    }
+    static = set(static_input_indices)
+    records = []
+    for name, position in sorted(positions.items(), key=lambda kv: kv[1]):
+        node = fw_nodes[name]
+        val = _val(node)
+        if not isinstance(val, torch.Tensor):
+            records.append(
+                SavedTensor(name, position, "symint", "sym", "", None, (), type(val).__name__,
+                            0, name, 0, False, True, None, "")
+            )
+            continue
+        root, chain = storage_root(node)
+        role, fused = _role_of(node, root, chain)
+        asked, asked_by = _asked(chain, root, role, fused)
+        nbytes, symbolic = _numel_bytes(val)
+        root_val = _val(root)
+        if root.op == "placeholder":
+            index = placeholders.index(root)
+            kind = "parameter" if index in static else "input"
+        elif root.name in output_roots:
+            kind = "output"
+        else:
+            kind = "activation"
+        shape = tuple(int(s) if isinstance(s, int) else str(s) for s in val.shape)
+        records.append(
+            SavedTensor(
+                name=name,
+                position=position,
+                kind=kind,
+                op=_op_name(root),
+                module=_module_path(root if root.op != "placeholder" else node),
+                role=role,
+                shape=shape,
+                dtype=str(val.dtype).replace("torch.", ""),
+                nbytes=nbytes,
+                storage=root.name,
+                storage_nbytes=_storage_bytes(root_val) if isinstance(root_val, torch.Tensor) else nbytes,
+                is_view=root is not node,
+                symbolic=symbolic,
+                asked=asked,
+                asked_by=asked_by,
+            )
+        )
+    return records
+
+
+def check_requested_roles(graph: fx.Graph) -> None:
+    """A mark with ``roles=`` must name roles that the fused ops under it have."""
+    requested: dict[str, set[str]] = {}
+    available: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        request = node.meta.get(REQUEST_KEY)
+        if request is None or not request.roles:
+            continue
+        requested.setdefault(request.source, set()).update(request.roles)
+        roles = roles_of(node.target)
+        if roles is not None:
+            available.setdefault(request.source, set()).update(roles.all_roles)
+    for source, wanted in sorted(requested.items()):
+        have = available.get(source, set())
+        unknown = wanted - have
+        if unknown:
+            listing = f"its roles are {sorted(have)}" if have else "it has no fused op with roles"
+            raise ValueError(
+                f"offload_pass: {source} asks for roles {sorted(unknown)} but {listing} "
+                "(register fused ops with offload_pass.register_saved_roles)"
+            )
