@@ -1,0 +1,85 @@
+"""Small reference models for the demo, the tests and the benchmarks.
+
+Takes: sizes. Gives: a pre-norm decoder stack (attention through
+``scaled_dot_product_attention`` + GELU MLP) whose layers are named
+``layers.N.attn`` / ``layers.N.mlp``, the names the markers' examples use.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["Attention", "MLP", "DecoderLayer", "Decoder", "make_decoder"]
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.proj = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        # q, k, v are views of one qkv buffer: the pass offloads that storage
+        # once and rebuilds the three views in backward.
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).unbind(2)
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        return self.proj(out.transpose(1, 2).reshape(b, s, h))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, ffn: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(hidden, ffn, bias=False)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, hidden: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(hidden)
+        self.attn = Attention(hidden, heads)
+        self.mlp_norm = nn.RMSNorm(hidden)
+        self.mlp = MLP(hidden, ffn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, layers: int, hidden: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(hidden, heads, ffn) for _ in range(layers))
+        self.norm = nn.RMSNorm(hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        # A loss without a vocabulary head keeps the saved set about the layers.
+        return self.norm(x).float().pow(2).mean()
+
+
+def make_decoder(
+    layers: int = 2,
+    hidden: int = 64,
+    heads: int = 4,
+    ffn: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+) -> Decoder:
+    torch.manual_seed(seed)
+    model = Decoder(layers, hidden, heads, ffn or 4 * hidden)
+    return model.to(device=device, dtype=dtype)

@@ -1,0 +1,41 @@
+"""Shared test helpers: compile a model with and without offload and compare."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+import offload_pass
+
+
+def train_steps(model, backend, inputs, steps=2):
+    """Run ``steps`` forward/backward steps; return losses and gradients of each step."""
+    compiled = torch.compile(model, backend=backend)
+    history = []
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        loss = compiled(*inputs)
+        loss.backward()
+        grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+        history.append((loss.detach().clone(), grads))
+    return history
+
+
+def assert_same_training(model, mark, inputs, steps=2, atol=1e-6, rtol=1e-5, **config):
+    """Compile ``model`` with marks + offload backend and an unmarked copy with
+    plain inductor; losses and grads must match at every step. Returns the backend."""
+    reference = copy.deepcopy(model)
+    mark(model)
+    backend = offload_pass.make_backend(**({"min_bytes": 0} | config))
+    got = train_steps(model, backend, inputs, steps)
+    torch._dynamo.reset()
+    want = train_steps(reference, "inductor", inputs, steps)
+    for step, ((l1, g1), (l2, g2)) in enumerate(zip(got, want)):
+        torch.testing.assert_close(l1, l2, atol=atol, rtol=rtol, msg=lambda m: f"loss, step {step}: {m}")
+        assert g1.keys() == g2.keys()
+        for name in g1:
+            torch.testing.assert_close(
+                g1[name], g2[name], atol=atol, rtol=rtol, msg=lambda m: f"grad {name}, step {step}: {m}"
+            )
+    return backend
