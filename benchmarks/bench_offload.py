@@ -5,11 +5,15 @@ Same model, same process, one variant after the other:
   offload_pass  torch.compile(backend=offload_backend) with the marks below
 
 Per variant: step time (median of --steps after --warmup), peak allocated
-memory over a step, memory at the forward/backward boundary, bytes offloaded
-(from the plan), and
-  R = (peak reduction vs inductor) / (offloaded bytes alive at the reference peak)
-where every offloaded tensor is alive at the reference's forward/backward
-boundary. Also the physical floor max(compute time, offloaded bytes / one-way
+memory over a step and over the forward, memory at the forward/backward
+boundary, bytes offloaded (from the plan), and
+  R = (measured peak reduction vs inductor) / (predicted peak reduction)
+the prediction being the plan's simulated timeline: the offloaded bytes that
+are off the device at the peak, given the copies in flight and the prefetches
+the schedule keeps on device (the "theoretical value" of Megatron-LM's R).
+  R_boundary = (reduction at the forward/backward boundary) / (offloaded bytes)
+checks that every offloaded byte really left the device by the end of forward.
+Also the physical floor max(compute time, offloaded bytes / one-way
 bandwidth), the bandwidth measured here with a pinned 1 GiB copy.
 
   python benchmarks/bench_offload.py --layers 6 --hidden 2048 --seq 4096 --batch 2 --json out.json
@@ -78,6 +82,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     loss = compiled(x)
     torch.cuda.synchronize()
     boundary = torch.cuda.memory_allocated() - base
+    forward_peak = torch.cuda.max_memory_allocated() - base
     loss.backward()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
@@ -97,6 +102,8 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         "step_ms": statistics.median(times),
         "peak_mib": peak / 2**20,
         "boundary_mib": boundary / 2**20,
+        "forward_peak_mib": forward_peak / 2**20,
+        "predicted_reduction_mib": (plan.predicted_reduction / 2**20) if plan else 0.0,
         "offloaded_mib": (plan.offloaded_bytes / 2**20) if plan else 0.0,
         "offloaded_tensors": len(plan.offloaded) if plan else 0,
     }
@@ -134,8 +141,10 @@ def main() -> None:
             continue
         offloaded = r["offloaded_mib"]
         r["peak_reduction_mib"] = ref["peak_mib"] - r["peak_mib"]
-        r["R"] = r["peak_reduction_mib"] / offloaded if offloaded else None
+        predicted = r["predicted_reduction_mib"]
+        r["R"] = r["peak_reduction_mib"] / predicted if predicted else None
         r["boundary_reduction_mib"] = ref["boundary_mib"] - r["boundary_mib"]
+        r["R_boundary"] = r["boundary_reduction_mib"] / offloaded if offloaded else None
         r["slowdown"] = r["step_ms"] / ref["step_ms"]
         floor_ms = max(ref["step_ms"], offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3)
         r["floor_ms"] = floor_ms
@@ -151,7 +160,10 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
     print(f"{report['device']}  torch {report['torch']}  d2h {bandwidth['d2h']:.1f} GB/s  h2d {bandwidth['h2d']:.1f} GB/s")
-    cols = ["variant", "step_ms", "peak_mib", "boundary_mib", "offloaded_mib", "R", "slowdown", "floor_ms", "vs_floor"]
+    cols = [
+        "variant", "step_ms", "peak_mib", "forward_peak_mib", "boundary_mib", "offloaded_mib",
+        "peak_reduction_mib", "predicted_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor",
+    ]
     print(" | ".join(cols))
     for r in results:
         print(" | ".join(

@@ -33,6 +33,7 @@ from .graph_text import render_graph
 from .plan import OffloadPlan, plan_saved_tensors
 from .rewrite import rewrite_graphs
 from .saved_set import check_requested_roles, collect_saved_tensors
+from .timeline import Timeline, simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
 
@@ -76,6 +77,8 @@ class OffloadBackend:
         # Renderings of the graphs before / after the rewrite (graph_text),
         # for graph-diff reports and golden tests; parallel to ``plans``.
         self.graphs: list[dict[str, str]] = []
+        # Simulated memory timelines before / after, parallel to ``plans``.
+        self.timelines: list[dict[str, Timeline]] = []
 
     def __repr__(self) -> str:
         return f"OffloadBackend({self.config})"
@@ -101,6 +104,8 @@ class OffloadBackend:
         saved = collect_saved_tensors(fw_gm, bw_gm, static)
         plan = plan_saved_tensors(saved, self.config, graph_id)
         before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
+        count_cpu = not _uses_cuda(fw_gm)
+        timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
         if "offload" in self.config.disabled_passes:
             plan.rewritten = False
         else:
@@ -112,7 +117,11 @@ class OffloadBackend:
                 dict(_op_counts(fw_gm) - counts[0]),
                 dict(_op_counts(bw_gm) - counts[1]),
             )
+        timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
+        plan.predicted_peak_before = timeline_before.peak
+        plan.predicted_peak_after = timeline_after.peak
         self.plans.append(plan)
+        self.timelines.append({"before": timeline_before, "after": timeline_after})
         self.graphs.append(
             {
                 "forward_before": before["forward"],
@@ -126,6 +135,13 @@ class OffloadBackend:
             graph_id, len(plan.offloaded), plan.offloaded_bytes / 2**20, plan.kept_bytes / 2**20,
         )
         return fw_gm, bw_gm
+
+
+def _uses_cuda(gm: fx.GraphModule) -> bool:
+    return any(
+        isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cuda"
+        for n in gm.graph.nodes
+    )
 
 
 def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) -> OffloadBackend:

@@ -62,6 +62,16 @@ class OffloadPlan:
     entries: list[PlanEntry]
     groups: list[OffloadGroup]
     rewritten: bool = True
+    # Simulated peak device bytes of one step (timeline.simulate_step) before
+    # and after the rewrite; set by the backend, None for a bare plan.
+    predicted_peak_before: Optional[int] = None
+    predicted_peak_after: Optional[int] = None
+
+    @property
+    def predicted_reduction(self) -> Optional[int]:
+        if self.predicted_peak_before is None or self.predicted_peak_after is None:
+            return None
+        return self.predicted_peak_before - self.predicted_peak_after
 
     @property
     def offloaded(self) -> list[str]:
@@ -105,6 +115,12 @@ class OffloadPlan:
             f"offloaded {self.offloaded_bytes / 2**20:.2f} MiB in {len(self.groups)} copies "
             f"({len(self.offloaded)} saved tensors); kept {self.kept_bytes / 2**20:.2f} MiB"
         )
+        if self.predicted_reduction is not None:
+            lines.append(
+                f"predicted peak {self.predicted_peak_before / 2**20:.2f} -> "
+                f"{self.predicted_peak_after / 2**20:.2f} MiB "
+                f"(-{self.predicted_reduction / 2**20:.2f} MiB)"
+            )
         return "\n".join(lines)
 
 

@@ -55,11 +55,11 @@ def _module_path(node: fx.Node) -> str:
     path = list(stack.values())[-1][0]
     # "L['self'].layers[0].attn" / "L['self']._modules['layers']['0']" -> "layers.0.attn"
     path = re.sub(r"^L\['[^']*'\]", "", path)
+    path = path.replace("._modules", "")
+    path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
     # Marked modules' forwards are wrappers; Dynamo names the module through
     # the wrapper's closure.
     path = re.sub(r"\.forward\.__closure__\.\d+\.cell_contents\.__self__", "", path)
-    path = path.replace("._modules", "")
-    path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
     return path.lstrip(".")
 
 

@@ -1,0 +1,300 @@
+"""Reference fused grouped MLP: the experts block of a mixture-of-experts layer.
+
+Takes: tokens already permuted so that each expert's tokens are contiguous
+(like Megatron's GroupedMLP), ``x`` [T, H], the number of tokens of each expert
+(E Python ints summing to T), ``w1`` [E, H, F*k] (k=2 for swiglu, 1 for
+gelu / relu) and ``w2`` [E, F, H].
+
+Gives two fused custom ops in the ``offload_pass`` namespace, each with a fake
+implementation so torch.compile traces them as single nodes:
+
+- ``grouped_mlp_fwd(x, w1, w2, tokens_per_expert, activation)
+  -> (out, act_input, fc2_input)``: per expert, ``act_input = x_e @ w1[e]``,
+  ``fc2_input = activation(act_input)``, ``out = fc2_input_e @ w2[e]``.
+- ``grouped_mlp_bwd(grad_out, x, act_input, fc2_input, w1, w2,
+  tokens_per_expert, activation) -> (grad_x, grad_w1, grad_w2)``: hand-written
+  math, no autograd inside.
+
+The forward's autograd saves x (input 0, role ``fc1``), act_input (output 1,
+role ``act``) and fc2_input (output 2, role ``fc2``) plus the weights, so a
+compiled forward graph returns those getitems of the one fused node as saved
+tensors; ``register_saved_roles`` tells the plan which sub-op owns each.
+
+Also: ``GroupedMLP`` (the module), ``grouped_mlp_reference`` (plain
+differentiable torch ops, for tests) and ``MoEBlock`` (projection, fixed
+round-robin routing, experts, residual).
+
+``tokens_per_expert`` is an ``int[]`` (``SymInt[]``) argument of the ops, not
+a tensor. The counts decide how the kernels split ``x``, so a tensor would need
+a device->host sync (``.tolist()``) that Dynamo cannot trace without a graph
+break, and it would become one more saved tensor. Python ints trace cleanly:
+Dynamo guards on them (or turns them into SymInts), and only the shapes, never
+the counts, determine the fake outputs. The price is that the counts must be
+known on the host when the op is called; ``MoEBlock`` derives them from the
+static token count and expert count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .roles import register_saved_roles
+
+__all__ = [
+    "ACTIVATIONS",
+    "GroupedMLP",
+    "MoEBlock",
+    "grouped_mlp_bwd",
+    "grouped_mlp_fwd",
+    "grouped_mlp_reference",
+    "round_robin_counts",
+]
+
+ACTIVATIONS = ("swiglu", "gelu", "relu")
+
+
+def _gated(activation: str) -> int:
+    return 2 if activation == "swiglu" else 1
+
+
+def _check(x, w1, w2, tokens_per_expert, activation) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"grouped_mlp: activation {activation!r} is not one of {ACTIVATIONS}")
+    num_experts, hidden, ffn = w2.shape[0], w2.shape[2], w2.shape[1]
+    torch._check(
+        x.dim() == 2 and x.shape[1] == hidden,
+        lambda: f"grouped_mlp: x must be [T, {hidden}], got {tuple(x.shape)}",
+    )
+    torch._check(
+        tuple(w1.shape) == (num_experts, hidden, ffn * _gated(activation)),
+        lambda: f"grouped_mlp: w1 {tuple(w1.shape)} does not fit w2 {tuple(w2.shape)} and {activation}",
+    )
+    torch._check(
+        len(tokens_per_expert) == num_experts,
+        lambda: f"grouped_mlp: {len(tokens_per_expert)} token counts for {num_experts} experts",
+    )
+    torch._check(
+        sum(tokens_per_expert) == x.shape[0],
+        lambda: f"grouped_mlp: token counts sum to {sum(tokens_per_expert)}, x has {x.shape[0]} rows",
+    )
+
+
+def _act(a: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "swiglu":
+        gate, up = a.chunk(2, dim=-1)
+        return F.silu(gate) * up
+    if activation == "gelu":
+        return F.gelu(a)
+    return F.relu(a)
+
+
+def _act_backward(grad: torch.Tensor, a: torch.Tensor, activation: str) -> torch.Tensor:
+    """d activation(a) / d a, applied to ``grad``; computed in at least fp32 so
+    that bf16 loses precision only once, at the final cast."""
+    compute = torch.promote_types(a.dtype, torch.float32)
+    g, a32 = grad.to(compute), a.to(compute)
+    if activation == "swiglu":
+        gate, up = a32.chunk(2, dim=-1)
+        sig = torch.sigmoid(gate)
+        d_gate = g * up * sig * (1 + gate * (1 - sig))
+        d_up = g * gate * sig
+        out = torch.cat([d_gate, d_up], dim=-1)
+    elif activation == "gelu":
+        # Exact (erf) GELU, as F.gelu's default: Phi(a) + a * phi(a).
+        cdf = 0.5 * (1 + torch.erf(a32 * (1 / math.sqrt(2))))
+        pdf = torch.exp(-0.5 * a32 * a32) * (1 / math.sqrt(2 * math.pi))
+        out = g * (cdf + a32 * pdf)
+    else:
+        out = g * (a32 > 0)
+    return out.to(a.dtype)
+
+
+@torch.library.custom_op("offload_pass::grouped_mlp_fwd", mutates_args=())
+def grouped_mlp_fwd(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    tokens_per_expert: list[int],
+    activation: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check(x, w1, w2, tokens_per_expert, activation)
+    act_input = torch.cat([xe @ w1[e] for e, xe in enumerate(x.split(tokens_per_expert))])
+    fc2_input = _act(act_input, activation)
+    out = torch.cat([fe @ w2[e] for e, fe in enumerate(fc2_input.split(tokens_per_expert))])
+    return out, act_input, fc2_input
+
+
+@grouped_mlp_fwd.register_fake
+def _(x, w1, w2, tokens_per_expert, activation):
+    _check(x, w1, w2, tokens_per_expert, activation)
+    tokens, ffn = x.shape[0], w2.shape[1]
+    return (
+        x.new_empty(tokens, w2.shape[2]),
+        x.new_empty(tokens, w1.shape[2]),
+        x.new_empty(tokens, ffn),
+    )
+
+
+@torch.library.custom_op("offload_pass::grouped_mlp_bwd", mutates_args=())
+def grouped_mlp_bwd(
+    grad_out: torch.Tensor,
+    x: torch.Tensor,
+    act_input: torch.Tensor,
+    fc2_input: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    tokens_per_expert: list[int],
+    activation: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check(x, w1, w2, tokens_per_expert, activation)
+    grad_x, grad_w1, grad_w2 = [], [], []
+    splits = zip(
+        *(t.split(tokens_per_expert) for t in (grad_out, x, act_input, fc2_input))
+    )
+    for e, (go, xe, ae, fe) in enumerate(splits):
+        # An expert without tokens still gets a (zero) weight gradient: the
+        # empty matmuls below produce exactly that.
+        grad_w2.append(fe.t() @ go)
+        grad_act = _act_backward(go @ w2[e].t(), ae, activation)
+        grad_w1.append(xe.t() @ grad_act)
+        grad_x.append(grad_act @ w1[e].t())
+    return torch.cat(grad_x), torch.stack(grad_w1), torch.stack(grad_w2)
+
+
+@grouped_mlp_bwd.register_fake
+def _(grad_out, x, act_input, fc2_input, w1, w2, tokens_per_expert, activation):
+    _check(x, w1, w2, tokens_per_expert, activation)
+    return torch.empty_like(x), torch.empty_like(w1), torch.empty_like(w2)
+
+
+def _setup_context(ctx, inputs, output):
+    x, w1, w2, tokens_per_expert, activation = inputs
+    _, act_input, fc2_input = output
+    # These are the tensors the offload plan attributes to fc1 / act / fc2;
+    # saving exactly them makes the partitioner save the op's input 0 and
+    # its getitems 1 and 2.
+    ctx.save_for_backward(x, act_input, fc2_input, w1, w2)
+    ctx.tokens_per_expert = tokens_per_expert
+    ctx.activation = activation
+    # act_input / fc2_input are outputs only so that backward can reuse them;
+    # no gradient flows through them, which keeps backward one fused op.
+    ctx.mark_non_differentiable(act_input, fc2_input)
+
+
+def _backward(ctx, grad_out, _grad_act, _grad_fc2):
+    x, act_input, fc2_input, w1, w2 = ctx.saved_tensors
+    grad_x, grad_w1, grad_w2 = grouped_mlp_bwd(
+        grad_out, x, act_input, fc2_input, w1, w2, ctx.tokens_per_expert, ctx.activation
+    )
+    return grad_x, grad_w1, grad_w2, None, None
+
+
+grouped_mlp_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+register_saved_roles(grouped_mlp_fwd, inputs={0: "fc1"}, outputs={1: "act", 2: "fc2"})
+
+
+def _counts(tokens_per_expert: torch.Tensor | Sequence[int]) -> list[int]:
+    # A tensor costs a host sync here, and a graph break under torch.compile.
+    if isinstance(tokens_per_expert, torch.Tensor):
+        return [int(n) for n in tokens_per_expert.tolist()]
+    return list(tokens_per_expert)
+
+
+def grouped_mlp_reference(
+    x: torch.Tensor,
+    tokens_per_expert: torch.Tensor | Sequence[int],
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    activation: str = "swiglu",
+) -> torch.Tensor:
+    """The same math in plain, differentiable torch ops."""
+    outs = [
+        _act(xe @ w1[e], activation) @ w2[e]
+        for e, xe in enumerate(x.split(_counts(tokens_per_expert)))
+    ]
+    return torch.cat(outs)
+
+
+def round_robin_counts(tokens: int, num_experts: int) -> list[int]:
+    """Tokens per expert when token i goes to expert i % num_experts."""
+    # ceil((tokens - e) / num_experts): plain arithmetic, so SymInts need no guard.
+    return [(tokens - e + num_experts - 1) // num_experts for e in range(num_experts)]
+
+
+class GroupedMLP(nn.Module):
+    """Experts of an MoE layer over expert-sorted tokens, one fused op each way.
+
+    ``forward(x, tokens_per_expert)``: ``x`` [T, hidden] sorted by expert;
+    ``tokens_per_expert``: E Python ints (a tensor works in eager, at the cost
+    of a host sync and, under torch.compile, a graph break). Returns [T, hidden].
+    """
+
+    # Sub-op roles of the fused op's saved tensors, for markers' ``roles=``.
+    offload_roles = ("fc1", "act", "fc2")
+
+    def __init__(
+        self,
+        hidden: int,
+        ffn: int,
+        num_experts: int,
+        activation: str = "swiglu",
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"GroupedMLP: activation {activation!r} is not one of {ACTIVATIONS}")
+        self.activation = activation
+        factory = {"dtype": dtype, "device": device}
+        self.w1 = nn.Parameter(torch.empty(num_experts, hidden, ffn * _gated(activation), **factory))
+        self.w2 = nn.Parameter(torch.empty(num_experts, ffn, hidden, **factory))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # 1/sqrt(fan_in) keeps activations O(1) through both matmuls.
+        nn.init.normal_(self.w1, std=self.w1.shape[1] ** -0.5)
+        nn.init.normal_(self.w2, std=self.w2.shape[1] ** -0.5)
+
+    def forward(self, x: torch.Tensor, tokens_per_expert: torch.Tensor | Sequence[int]) -> torch.Tensor:
+        out, _, _ = grouped_mlp_fwd(x, self.w1, self.w2, _counts(tokens_per_expert), self.activation)
+        return out
+
+
+class MoEBlock(nn.Module):
+    """``x + unroute(experts(route(proj_in(x))))`` over x [..., hidden].
+
+    Routing is fixed: token i goes to expert i % E. That keeps the token counts
+    a function of the static shape (``round_robin_counts``), so the whole block
+    traces with ``torch.compile(fullgraph=True)``; a learned router would need
+    its counts on the host (a sync and a graph break) before the fused op.
+    """
+
+    def __init__(
+        self,
+        hidden: int,
+        ffn: int,
+        num_experts: int,
+        activation: str = "swiglu",
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.proj_in = nn.Linear(hidden, hidden, dtype=dtype, device=device)
+        self.experts = GroupedMLP(hidden, ffn, num_experts, activation, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj_in(x).flatten(0, -2)
+        tokens = h.shape[0]
+        expert = torch.arange(tokens, device=h.device) % self.num_experts
+        # Stable, so each expert's tokens keep their order.
+        order = torch.argsort(expert, stable=True)
+        y = self.experts(h.index_select(0, order), round_robin_counts(tokens, self.num_experts))
+        y = torch.empty_like(y).index_copy(0, order, y)
+        return x + y.view_as(x)

@@ -1,0 +1,59 @@
+"""Markers: what they return, caching, clearing, recompiles."""
+
+import torch
+
+import offload_pass
+from offload_pass import runtime
+from offload_pass.models import make_decoder
+
+
+def test_changing_marks_recompiles_with_new_plan():
+    model = make_decoder(layers=2, hidden=32, heads=4)
+    x = torch.randn(2, 8, 32)
+    backend = offload_pass.make_backend(min_bytes=0)
+    compiled = torch.compile(model, backend=backend)
+    offload_pass.offload_modules(model, "layers.0.mlp")
+    compiled(x).backward()
+    assert backend.plans[-1].offloaded == ["mm_2", "view_8"]
+    offload_pass.clear_marks(model)
+    offload_pass.offload_modules(model, "layers.1.mlp")
+    compiled(x).backward()
+    assert len(backend.plans) == 2, "a changed mark must recompile, not reuse the old graph"
+    assert backend.plans[-1].offloaded == ["mm_6", "view_18"]
+    runtime.reset_stats()
+    compiled(x).backward()
+    assert len(backend.plans) == 2
+    assert runtime.stats()["offload_calls"] == 2
+
+
+def test_clear_marks_restores_forward():
+    model = make_decoder(layers=1, hidden=32, heads=4)
+    forward = model.layers[0].mlp.forward
+    offload_pass.offload_modules(model, "layers.0.mlp")
+    assert model.layers[0].mlp.forward != forward
+    assert offload_pass.clear_marks(model) == ["layers.0.mlp"]
+    assert model.layers[0].mlp.forward == forward
+    assert "forward" not in model.layers[0].mlp.__dict__
+
+
+def test_fresh_process_cache_does_not_skip_the_pass(tmp_path, monkeypatch):
+    # With Inductor's caches on and warm, a second compile of the same graph
+    # must still plan and rewrite (the cache must not serve a stale graph).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", raising=False)
+    from torch._inductor import config as inductor_config
+
+    x = torch.randn(2, 8, 32)
+    plans = []
+    with inductor_config.patch(force_disable_caches=False, fx_graph_cache=True):
+        for layer in ("layers.0.mlp", "layers.0.mlp", "layers.0.attn"):
+            torch._dynamo.reset()
+            model = make_decoder(layers=1, hidden=32, heads=4)
+            offload_pass.offload_modules(model, layer)
+            backend = offload_pass.make_backend(min_bytes=0)
+            runtime.reset_stats()
+            torch.compile(model, backend=backend)(x).backward()
+            plans.append(backend.plans[-1].offloaded)
+            assert runtime.stats()["offload_calls"] == len(backend.plans[-1].groups)
+    assert plans[0] == plans[1] == ["mm_2", "view_8"]
+    assert plans[2] != plans[0]
