@@ -24,6 +24,9 @@ class OffloadConfig:
     max_inflight: forward copies allowed in flight; when one more starts, the
         oldest is released (the compute stream waits for it and its device
         memory is freed). Bounds device memory held by pending copies.
+    keep_first_in_backward: the first N offloadable storages in backward order
+        stay on device: their reload would start with the backward, so moving
+        them costs two copies and frees nothing at the peak.
     disabled_passes: names of passes to skip ("offload" turns the rewrite off
         while still recording a plan).
     """
@@ -32,10 +35,11 @@ class OffloadConfig:
     pin_memory: bool = True
     prefetch: int = 2
     max_inflight: int = 2
+    keep_first_in_backward: int = 1
     disabled_passes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("min_bytes", "prefetch"):
+        for name in ("min_bytes", "prefetch", "keep_first_in_backward"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")

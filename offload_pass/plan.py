@@ -8,7 +8,9 @@ Rules, in order: only activations (never parameters, buffers, graph inputs,
 model outputs or symbolic ints); only what a mark asked to offload; never what
 an opt-out asked to keep; tensors sharing one storage move together or not at
 all (keeping one keeps the storage alive, so moving the others would free
-nothing); a storage smaller than ``min_bytes`` stays.
+nothing); a storage smaller than ``min_bytes`` stays; the first
+``keep_first_in_backward`` storages the backward needs stay (they would be
+reloaded as soon as the backward starts).
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ def plan_saved_tensors(
 
     decisions: dict[str, tuple[str, str]] = {}
     groups: list[OffloadGroup] = []
+    candidates: list[tuple[list[SavedTensor], OffloadGroup]] = []
+    order = {t.name: i for i, t in enumerate(saved)}
     for storage, members in by_storage.items():
         blocked = [m for m in members if not verdicts[m.name][0]]
         if blocked:
@@ -174,9 +178,27 @@ def plan_saved_tensors(
             for m in members:
                 decisions[m.name] = ("keep", f"below min_bytes ({nbytes} < {config.min_bytes})")
             continue
+        candidates.append((members, OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes)))
+
+    def first_use(members: list[SavedTensor]) -> int:
+        uses = [m.backward_first_use for m in members if m.backward_first_use >= 0]
+        return min(uses) if uses else 1 << 62
+
+    candidates.sort(key=lambda c: first_use(c[0]))
+    head = config.keep_first_in_backward
+    for rank, (members, group) in enumerate(candidates):
+        if rank < head:
+            for m in members:
+                decisions[m.name] = (
+                    "keep",
+                    f"needed first in backward (keep_first_in_backward={head}): "
+                    "its reload would start with the backward",
+                )
+            continue
         for m in members:
             decisions[m.name] = ("offload", verdicts[m.name][1])
-        groups.append(OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes))
+        groups.append(group)
+    groups.sort(key=lambda g: order[g.members[0]])
 
     entries = []
     for t in saved:

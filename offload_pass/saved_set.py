@@ -42,6 +42,7 @@ class SavedTensor:
     symbolic: bool
     asked: Optional[str]  # "offload" / "keep" / None (not marked)
     asked_by: str
+    backward_first_use: int = -1  # index of its first consumer in the backward graph
 
 
 def _val(node: fx.Node) -> object:
@@ -184,6 +185,12 @@ def collect_saved_tensors(
         storage_root(o)[0].name for o in outputs[:num_user_outputs] if isinstance(o, fx.Node)
     }
     static = set(static_input_indices)
+    bw_order = {n: i for i, n in enumerate(bw_gm.graph.nodes)}
+    first_use = {
+        n.name: min(bw_order[u] for u in n.users)
+        for n in bw_gm.graph.find_nodes(op="placeholder")
+        if n.users
+    }
     records = []
     for name, position in sorted(positions.items(), key=lambda kv: kv[1]):
         node = fw_nodes[name]
@@ -191,7 +198,7 @@ def collect_saved_tensors(
         if not isinstance(val, torch.Tensor):
             records.append(
                 SavedTensor(name, position, "symint", "sym", "", None, (), type(val).__name__,
-                            0, name, 0, False, True, None, "")
+                            0, name, 0, False, True, None, "", first_use.get(name, -1))
             )
             continue
         root, chain = storage_root(node)
@@ -224,6 +231,7 @@ def collect_saved_tensors(
                 symbolic=symbolic,
                 asked=asked,
                 asked_by=asked_by,
+                backward_first_use=first_use.get(name, -1),
             )
         )
     return records

@@ -1,0 +1,74 @@
+"""plan_saved_tensors is a pure function: tested on made-up records."""
+
+import dataclasses
+
+from offload_pass.config import OffloadConfig
+from offload_pass.plan import plan_saved_tensors
+from offload_pass.saved_set import SavedTensor
+
+
+def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload", first_use=0, symbolic=False):
+    return SavedTensor(
+        name=name, position=0, kind=kind, op="aten.mm", module="m", role=None, shape=(nbytes // 4,),
+        dtype="float32", nbytes=nbytes, storage=storage or name, storage_nbytes=nbytes,
+        is_view=storage is not None, symbolic=symbolic, asked=asked, asked_by="module m",
+        backward_first_use=first_use,
+    )
+
+
+def decisions(plan):
+    return {e.name: (e.decision, e.reason) for e in plan.entries}
+
+
+def test_kinds_and_asks():
+    plan = plan_saved_tensors(
+        [
+            record("a"),
+            record("b", asked=None),
+            record("c", asked="keep"),
+            record("p", kind="parameter"),
+            record("i", kind="input"),
+            record("o", kind="output"),
+            record("z", nbytes=0),
+        ],
+        OffloadConfig(min_bytes=0, keep_first_in_backward=0),
+    )
+    assert decisions(plan) == {
+        "a": ("offload", "offloaded by module m"),
+        "b": ("keep", "not marked"),
+        "c": ("keep", "kept by module m"),
+        "p": ("keep", "parameter or buffer"),
+        "i": ("keep", "graph input"),
+        "o": ("keep", "model output (or shares its storage)"),
+        "z": ("keep", "empty tensor"),
+    }
+    assert plan.offloaded_bytes == 1 << 20
+
+
+def test_shared_storage_moves_together_or_not_at_all():
+    views = [record("q", storage="qkv"), record("k", storage="qkv"), record("v", storage="qkv")]
+    plan = plan_saved_tensors(views, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert [(g.storage, g.members, g.copy) for g in plan.groups] == [("qkv", ("q", "k", "v"), "storage")]
+    # An opt-out on one view keeps the storage alive: the others stay too.
+    views[1] = dataclasses.replace(views[1], asked="keep", asked_by="mark_not_offload")
+    plan = plan_saved_tensors(views, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert plan.groups == []
+    assert decisions(plan)["q"] == ("keep", "shares storage with k (kept by mark_not_offload)")
+    # Symbolic views cannot be rebuilt from the storage: copied one by one.
+    sym = [dataclasses.replace(v, symbolic=True, asked="offload") for v in views]
+    plan = plan_saved_tensors(sym, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert [g.copy for g in plan.groups] == ["each"]
+
+
+def test_min_bytes_on_the_storage():
+    plan = plan_saved_tensors([record("a", nbytes=1000)], OffloadConfig(min_bytes=1001, keep_first_in_backward=0))
+    assert decisions(plan)["a"] == ("keep", "below min_bytes (1000 < 1001)")
+
+
+def test_first_in_backward_kept():
+    saved = [record("a", first_use=30), record("b", first_use=10), record("c", first_use=20)]
+    plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=1))
+    assert plan.offloaded == ["a", "c"]
+    assert decisions(plan)["b"][1].startswith("needed first in backward")
+    plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=2))
+    assert plan.offloaded == ["a"]
