@@ -58,15 +58,24 @@ def mark(model: torch.nn.Module, what: str) -> None:
         raise SystemExit(f"unknown --mark {what!r}; valid: all, attn-but-last")
 
 
+def parse_overrides(name: str) -> dict[str, int]:
+    """"offload_pass(prefetch=1;max_inflight=4)" -> {"prefetch": 1, "max_inflight": 4}."""
+    if "(" not in name:
+        return {}
+    inner = name[name.index("(") + 1 : name.rindex(")")]
+    return {k: int(v) for k, v in (kv.split("=") for kv in inner.split(";") if kv)}
+
+
 def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     torch._dynamo.reset()
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
     model = make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
     backend = "inductor"
     plan = None
-    if name == "offload_pass":
+    offload = name.startswith("offload_pass")
+    if offload:
         mark(model, args.mark)
-        backend = offload_pass.make_backend(min_bytes=args.min_bytes)
+        backend = offload_pass.make_backend(min_bytes=args.min_bytes, **parse_overrides(name))
     compiled = torch.compile(model, backend=backend)
 
     def step() -> None:
@@ -94,7 +103,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
-    if name == "offload_pass":
+    if offload:
         plan = backend.plans[-1]
         print(plan, file=sys.stderr)
     result = {
@@ -124,7 +133,12 @@ def main() -> None:
     p.add_argument("--min-bytes", type=int, default=1 << 20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--variants", default="inductor,offload_pass")
+    p.add_argument(
+        "--variants",
+        default="inductor,offload_pass",
+        help="comma-separated: inductor, offload_pass, or offload_pass(knob=value;knob=value) "
+        "with OffloadConfig knobs",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
     if not torch.cuda.is_available():
