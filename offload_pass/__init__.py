@@ -12,6 +12,7 @@ from . import runtime as _runtime  # registers the offload_pass:: ops
 from .backend import OffloadBackend, make_backend, offload_backend
 from .config import OffloadConfig
 from .graph_text import graph_diff, render_graph
+from .grouped_mlp import GroupedMLP
 from .markers import (
     clear_marks,
     keep_modules,
@@ -24,6 +25,7 @@ from .plan import OffloadPlan, PlanEntry
 from .roles import register_saved_roles
 
 __all__ = [
+    "GroupedMLP",
     "OffloadBackend",
     "OffloadConfig",
     "OffloadPlan",

@@ -45,21 +45,27 @@ class Request:
     offload: Optional[tuple[str, ...]]
     keep: Optional[tuple[str, ...]]
     source: str
+    outer: tuple["Request", ...] = ()  # marks of enclosing modules, innermost first
 
     def opinion(self, role: Optional[str]) -> Optional[str]:
         """"keep", "offload" or None for a tensor of sub-op ``role``. A mark
-        restricted to roles says nothing about tensors outside those roles."""
+        restricted to roles says nothing about tensors outside those roles;
+        those follow the enclosing marks."""
+        said, _ = self.opinion_and_source(role)
+        return said
 
+    def opinion_and_source(self, role: Optional[str]) -> tuple[Optional[str], str]:
         def covers(roles: Optional[tuple[str, ...]]) -> bool:
             if roles is None:
                 return False
             return roles == ALL_ROLES or (role is not None and role in roles)
 
-        if covers(self.keep):
-            return "keep"
-        if covers(self.offload):
-            return "offload"
-        return None
+        for request in (self, *self.outer):
+            if covers(request.keep):
+                return "keep", request.source
+            if covers(request.offload):
+                return "offload", request.source
+        return None, ""
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -76,10 +82,15 @@ def _request_of(custom: object) -> Optional[Request]:
     mark = custom.get(MARK_KEY)
     if not isinstance(mark, dict):
         return None
+    return _request_from_mark(mark)
+
+
+def _request_from_mark(mark: dict) -> Request:
     return Request(
         offload=tuple(mark["offload"]) if mark.get("offload") is not None else None,
         keep=tuple(mark["keep"]) if mark.get("keep") is not None else None,
         source=str(mark.get("source", "mark")),
+        outer=tuple(_request_from_mark(m) for m in mark.get("outer", ()) if isinstance(m, dict)),
     )
 
 

@@ -180,11 +180,31 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
-def _install_forward(module: nn.Module) -> None:
+def _install_all(model: nn.Module) -> None:
+    """(Re)install the forward wrapper of every marked module of ``model``.
+
+    An inner annotation replaces the outer one, so each module's payload also
+    carries the marks of its marked ancestors ("outer", innermost first): a
+    mark restricted to some roles falls back to them for the other roles.
+    """
+    stack: list[tuple[str, dict]] = []
+    for name, mod in model.named_modules():
+        while stack and not (name.startswith(stack[-1][0] + ".") or stack[-1][0] == ""):
+            stack.pop()
+        mark = mod.__dict__.get(_MODULE_MARK)
+        if not mark:
+            continue
+        outer = tuple(
+            {k: v for k, v in m.items() if k != "outer"} for _, m in reversed(stack)
+        )
+        _install_forward(mod, {**mark, "outer": outer})
+        stack.append((name, mark))
+
+
+def _install_forward(module: nn.Module, payload: dict) -> None:
     if _ORIG_FORWARD not in module.__dict__:
         module.__dict__[_ORIG_FORWARD] = module.forward
     orig = module.__dict__[_ORIG_FORWARD]
-    payload = dict(module.__dict__[_MODULE_MARK])
 
     # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
     # annotates the forward of the module that torch.compile was called on.
@@ -219,7 +239,7 @@ def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mo
         else:
             mark[mode] = tuple(sorted(set(previous) | set(role_tuple)))
         mod.__dict__[_MODULE_MARK] = mark
-        _install_forward(mod)
+    _install_all(model)
     names = [name for name, _ in matched]
     log.info("offload_pass: %s marked %s", api, ", ".join(_display(n) for n in names))
     return names

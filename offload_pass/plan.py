@@ -139,7 +139,7 @@ def eligibility(t: SavedTensor) -> tuple[bool, str]:
     if t.asked == "keep":
         return False, f"kept by {t.asked_by}"
     if t.asked is None:
-        return False, "not marked"
+        return False, t.asked_by or "not marked"
     if not t.symbolic and t.nbytes == 0:
         return False, "empty tensor"
     return True, f"offloaded by {t.asked_by}"

@@ -155,19 +155,23 @@ def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Opti
     producer = _request(root)
     producer_is_fused = fused is not None and root.target is operator.getitem and root.args[0] is fused
     if producer is not None:
-        said = producer.opinion(role if producer_is_fused else None)
+        said, source = producer.opinion_and_source(role if producer_is_fused else None)
         if said:
-            opinions.append((said, producer.source))
+            opinions.append((said, source))
     if fused is not None and not producer_is_fused:
         consumer = _request(fused)
         if consumer is not None:
-            said = consumer.opinion(role)
+            said, source = consumer.opinion_and_source(role)
             if said:
-                opinions.append((said, f"{consumer.source} (role {role!r})"))
+                opinions.append((said, f"{source} (role {role!r})"))
     for mode in ("keep", "offload"):  # keep wins at the same level
         for said, source in opinions:
             if said == mode:
                 return mode, source
+    # Marked, but for other roles: say so rather than "not marked".
+    for request in (producer, _request(fused) if fused is not None else None):
+        if request is not None and request.roles:
+            return None, f"{request.source} selects roles {list(request.roles)}, not {role!r}"
     return None, ""
 
 
