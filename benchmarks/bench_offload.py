@@ -30,7 +30,7 @@ import time
 import torch
 
 import offload_pass
-from offload_pass.models import make_decoder
+from offload_pass.models import make_decoder, make_moe
 
 
 def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
@@ -49,13 +49,16 @@ def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
 
 
 def mark(model: torch.nn.Module, what: str) -> None:
-    if what == "all":
+    if what.startswith("roles="):
+        roles = what[len("roles="):].split("+")
+        offload_pass.offload_modules(model, "layers.*.experts", roles=None if roles == ["all"] else roles)
+    elif what == "all":
         offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
     elif what == "attn-but-last":
         n = len(model.layers)
         offload_pass.offload_modules(model, *[f"layers.{i}.attn" for i in range(n - 1)])
     else:
-        raise SystemExit(f"unknown --mark {what!r}; valid: all, attn-but-last")
+        raise SystemExit(f"unknown --mark {what!r}; valid: all, attn-but-last, roles=act+fc2, roles=all")
 
 
 def parse_overrides(name: str) -> dict[str, int]:
@@ -69,7 +72,10 @@ def parse_overrides(name: str) -> dict[str, int]:
 def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     torch._dynamo.reset()
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
-    model = make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
+    if args.model == "moe":
+        model = make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=dtype, device="cuda")
+    else:
+        model = make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
     backend = "inductor"
     plan = None
     offload = name.startswith("offload_pass")
@@ -103,9 +109,13 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
+    roles = {}
     if offload:
         plan = backend.plans[-1]
         print(plan, file=sys.stderr)
+        for e in plan.entries:
+            if e.role and e.decision == "offload":
+                roles[e.role] = roles.get(e.role, 0) + e.nbytes / 2**20
     result = {
         "variant": name,
         "step_ms": statistics.median(times),
@@ -115,6 +125,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         "predicted_reduction_mib": (plan.predicted_reduction / 2**20) if plan else 0.0,
         "offloaded_mib": (plan.offloaded_bytes / 2**20) if plan else 0.0,
         "offloaded_tensors": len(plan.offloaded) if plan else 0,
+        "offloaded_mib_by_role": roles,
     }
     del compiled, model
     torch.cuda.empty_cache()
@@ -123,6 +134,9 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="decoder", choices=["decoder", "moe"])
+    p.add_argument("--ffn", type=int, default=2048, help="moe: per-expert ffn size")
+    p.add_argument("--experts", type=int, default=8)
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
@@ -174,6 +188,9 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
     print(f"{report['device']}  torch {report['torch']}  d2h {bandwidth['d2h']:.1f} GB/s  h2d {bandwidth['h2d']:.1f} GB/s")
+    for r in results:
+        if r.get("offloaded_mib_by_role"):
+            print(f"{r['variant']}: offloaded MiB by role {r['offloaded_mib_by_role']}")
     cols = [
         "variant", "step_ms", "peak_mib", "forward_peak_mib", "boundary_mib", "offloaded_mib",
         "peak_reduction_mib", "predicted_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor",

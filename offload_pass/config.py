@@ -33,7 +33,7 @@ class OffloadConfig:
 
     min_bytes: int = 1 << 20
     pin_memory: bool = True
-    prefetch: int = 2
+    prefetch: int = 1
     max_inflight: int = 2
     keep_first_in_backward: int = 1
     disabled_passes: tuple[str, ...] = ()

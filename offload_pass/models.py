@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["Attention", "MLP", "DecoderLayer", "Decoder", "make_decoder"]
+__all__ = ["Attention", "MLP", "DecoderLayer", "Decoder", "make_decoder", "MoEStack", "make_moe"]
 
 
 class Attention(nn.Module):
@@ -83,3 +83,31 @@ def make_decoder(
     torch.manual_seed(seed)
     model = Decoder(layers, hidden, heads, ffn or 4 * hidden)
     return model.to(device=device, dtype=dtype)
+
+
+class MoEStack(nn.Module):
+    """Layers of ``grouped_mlp.MoEBlock`` (projection, routing, fused experts)."""
+
+    def __init__(self, layers: int, hidden: int, ffn: int, experts: int, activation: str = "swiglu") -> None:
+        super().__init__()
+        from .grouped_mlp import MoEBlock
+
+        self.layers = nn.ModuleList(MoEBlock(hidden, ffn, experts, activation) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x.float().pow(2).mean()
+
+
+def make_moe(
+    layers: int = 2,
+    hidden: int = 32,
+    ffn: int = 64,
+    experts: int = 4,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+) -> MoEStack:
+    torch.manual_seed(seed)
+    return MoEStack(layers, hidden, ffn, experts).to(device=device, dtype=dtype)
