@@ -11,7 +11,7 @@ def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload
     return SavedTensor(
         name=name, position=0, kind=kind, op="aten.mm", module="m", role=None, shape=(nbytes // 4,),
         dtype="float32", nbytes=nbytes, storage=storage or name, storage_nbytes=nbytes,
-        is_view=storage is not None, symbolic=symbolic, asked=asked, asked_by="module m",
+        is_view=storage is not None, symbolic=symbolic, asked=asked, asked_by="module m" if asked else "",
         backward_first_use=first_use,
     )
 
