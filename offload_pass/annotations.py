@@ -94,11 +94,16 @@ def _request_from_mark(mark: dict) -> Request:
     )
 
 
-def annotate_requests(graph: fx.Graph) -> int:
-    """Set REQUEST_KEY on every node under a mark; returns how many."""
+def annotate_requests(graph: fx.Graph, enclosing: Optional[dict] = None) -> int:
+    """Set REQUEST_KEY on every node under a mark; returns how many.
+
+    ``enclosing`` is the mark of a module whose forward ran this graph's
+    frame from outside it (after a graph break): it applies to every node
+    that carries no mark of its own."""
     count = 0
+    fallback = _request_from_mark(enclosing) if enclosing else None
     for node in graph.nodes:
-        request = _request_of(node.meta.get("custom"))
+        request = _request_of(node.meta.get("custom")) or fallback
         if request is not None:
             node.meta[REQUEST_KEY] = request
             count += 1

@@ -26,9 +26,10 @@ import torch.fx as fx
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_files
 
-from . import runtime
+from . import runtime  # noqa: F401  (registers the ops)
 from .annotations import TensorMarkPass, annotate_requests, marks_digest
 from .config import OffloadConfig
+from .markers import active_marks
 from .graph_text import render_graph
 from .plan import OffloadPlan, plan_saved_tensors
 from .rewrite import rewrite_graphs
@@ -49,12 +50,13 @@ def _op_counts(gm: fx.GraphModule) -> Counter:
 
 
 class _OffloadPartitioner(CustomPartitionerFn):
-    def __init__(self, backend: "OffloadBackend", digest: str) -> None:
+    def __init__(self, backend: "OffloadBackend", digest: str, active: tuple[dict, ...]) -> None:
         self.backend = backend
         self.digest = digest
+        self.active = active
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
-        return self.backend._partition(gm, joint_inputs, **kwargs)
+        return self.backend._partition(gm, joint_inputs, self.active, **kwargs)
 
     def uuid(self) -> object:
         return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest)
@@ -83,25 +85,36 @@ class OffloadBackend:
     def __repr__(self) -> str:
         return f"OffloadBackend({self.config})"
 
-    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[object]) -> Callable:
+    def __call__(
+        self,
+        gm: fx.GraphModule,
+        example_inputs: Sequence[object],
+        mode: Optional[str] = None,
+        options: Optional[dict[str, Any]] = None,
+    ) -> Callable:
+        """``mode`` / ``options`` are torch.compile's, passed on to Inductor."""
         from torch._inductor.compile_fx import compile_fx
 
-        digest = marks_digest(gm)
-        patches = {
-            "custom_partitioner_fn": _OffloadPartitioner(self, digest),
+        patches = _inductor_patches(mode, options)
+        active = active_marks()
+        digest = marks_digest(gm) + repr(active)
+        patches.update({
+            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active),
             "joint_custom_pre_pass": TensorMarkPass(),
-        }
-        runtime.set_pin_memory(self.config.pin_memory)
+        })
         with torch._functorch.config.patch(enable_autograd_cache=False):
             return compile_fx(gm, example_inputs, config_patches=patches)
 
-    def _partition(self, joint: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
-        annotate_requests(joint.graph)
+    def _partition(
+        self, joint: fx.GraphModule, joint_inputs: Sequence[object], active: tuple[dict, ...], **kwargs: Any
+    ):
+        annotate_requests(joint.graph, active[-1] if active else None)
         check_requested_roles(joint.graph)
         static = kwargs.get("static_lifetime_input_indices") or ()
         fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
         graph_id = f"graph {len(self.plans)}"
-        saved = collect_saved_tensors(fw_gm, bw_gm, static)
+        prefix = active[-1].get("qualname", "") if active else ""
+        saved = collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix)
         plan = plan_saved_tensors(saved, self.config, graph_id)
         before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
         count_cpu = not _uses_cuda(fw_gm)
@@ -135,6 +148,21 @@ class OffloadBackend:
             graph_id, len(plan.offloaded), plan.offloaded_bytes / 2**20, plan.kept_bytes / 2**20,
         )
         return fw_gm, bw_gm
+
+
+def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
+    from torch._inductor import list_mode_options
+
+    patches: dict[str, Any] = dict(list_mode_options(mode) if mode else {})
+    patches.update(options or {})
+    if patches.get("triton.cudagraphs"):
+        # A CUDA graph would replay the copies with stale host buffers and
+        # events recorded at capture time; refuse rather than run it wrong.
+        raise ValueError(
+            f"offload_pass does not support CUDA graphs (mode={mode!r}); use "
+            "mode='max-autotune-no-cudagraphs' or 'default', or compile without offload"
+        )
+    return patches
 
 
 def _uses_cuda(gm: fx.GraphModule) -> bool:

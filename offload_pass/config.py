@@ -8,6 +8,7 @@ never be served a graph compiled under the old one.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 __all__ = ["OffloadConfig"]
 
@@ -24,6 +25,8 @@ class OffloadConfig:
     max_inflight: forward copies allowed in flight; when one more starts, the
         oldest is released (the compute stream waits for it and its device
         memory is freed). Bounds device memory held by pending copies.
+    host_memory_limit: bytes of host memory the offloaded copies may hold at
+        once (None: no cap). Past it a tensor stays on device, with a warning.
     keep_first_in_backward: the first N offloadable storages in backward order
         stay on device: their reload would start with the backward, so moving
         them costs two copies and frees nothing at the peak.
@@ -36,6 +39,7 @@ class OffloadConfig:
     prefetch: int = 1
     max_inflight: int = 2
     keep_first_in_backward: int = 1
+    host_memory_limit: Optional[int] = None
     disabled_passes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -43,12 +47,19 @@ class OffloadConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
-        if not isinstance(self.max_inflight, int) or self.max_inflight < 1:
+        if not isinstance(self.max_inflight, int) or isinstance(self.max_inflight, bool) or self.max_inflight < 1:
             raise ValueError(
                 f"OffloadConfig.max_inflight must be an int >= 1, got {self.max_inflight!r}"
             )
+        if self.host_memory_limit is not None and (
+            not isinstance(self.host_memory_limit, int) or self.host_memory_limit < 0
+        ):
+            raise ValueError(
+                f"OffloadConfig.host_memory_limit must be None or an int >= 0, got {self.host_memory_limit!r}"
+            )
         if isinstance(self.disabled_passes, str):
             object.__setattr__(self, "disabled_passes", (self.disabled_passes,))
+        object.__setattr__(self, "disabled_passes", tuple(self.disabled_passes))
         unknown = set(self.disabled_passes) - set(KNOWN_PASSES)
         if unknown:
             raise ValueError(

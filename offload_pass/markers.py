@@ -49,6 +49,13 @@ TENSOR_MARK_KEY = "offload_pass_tensor"
 ALL_ROLES = ("*",)
 
 _ORIG_FORWARD = "_offload_pass_orig_forward"
+_ACTIVE: list[dict] = []
+
+
+def active_marks() -> tuple[dict, ...]:
+    """Marks of the marked modules whose forward is running eagerly now,
+    outermost first (see the forward wrapper)."""
+    return tuple(_ACTIVE)
 _MODULE_MARK = "_offload_pass_mark"
 
 
@@ -197,7 +204,7 @@ def _install_all(model: nn.Module) -> None:
         outer = tuple(
             {k: v for k, v in m.items() if k != "outer"} for _, m in reversed(stack)
         )
-        _install_forward(mod, {**mark, "outer": outer})
+        _install_forward(mod, {**mark, "outer": outer, "qualname": name})
         stack.append((name, mark))
 
 
@@ -212,8 +219,18 @@ def _install_forward(module: nn.Module, payload: dict) -> None:
     def forward(*args: object, **kwargs: object) -> object:
         if torch.compiler.is_compiling():
             _check_backend_traced()
-        with annotate({MARK_KEY: payload}):
-            return orig(*args, **kwargs)
+            with annotate({MARK_KEY: payload}):
+                return orig(*args, **kwargs)
+        # Running eagerly: either no compile at all, or Dynamo broke the
+        # graph around this call and compiles the frames inside on their
+        # own. Those graphs carry no annotation, so the backend reads the
+        # marks of the modules running now from this stack.
+        _ACTIVE.append(payload)
+        try:
+            with annotate({MARK_KEY: payload}):
+                return orig(*args, **kwargs)
+        finally:
+            _ACTIVE.pop()
 
     # A new function object each time the mark changes: Dynamo guards on it,
     # so a changed mark recompiles instead of reusing the old graph.

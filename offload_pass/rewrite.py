@@ -105,7 +105,10 @@ def _rewrite_forward(
     for copy in sorted(copies, key=lambda c: order[nodes[c.source]]):
         source = nodes[copy.source]
         with graph.inserting_after(source):
-            host = _new_node(graph, OPS["offload"], (source,), fake_mode, f"{source.name}_host")
+            limit = -1 if config.host_memory_limit is None else config.host_memory_limit
+            host = _new_node(
+                graph, OPS["offload"], (source, config.pin_memory, limit), fake_mode, f"{source.name}_host"
+            )
         hosts[copy.source] = host
         issued.append((source, host))
 

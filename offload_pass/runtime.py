@@ -4,8 +4,10 @@ Takes: tensors from the compiled forward / backward graphs. Gives four
 ``torch.library`` custom ops in the ``offload_pass`` namespace, each with a fake
 implementation so Inductor can trace and schedule them:
 
-- ``offload(x) -> host``: device->host copy of ``x`` on the device->host stream,
-  into pinned memory; records a completion event.
+- ``offload(x, pin_memory, host_limit) -> host``: device->host copy of ``x``
+  on the device->host stream, into pinned memory; records a completion event.
+  If host memory cannot be had (allocation failure, or the cap reached), a
+  device copy stands in, with one warning: slower, never wrong.
 - ``release(x!, host)``: the compute stream waits for that event. It is the last
   use of ``x`` in the forward graph, so the graph frees ``x`` right after it, and
   the wait makes that reuse safe without ``record_stream``. Declared as mutating
@@ -22,6 +24,9 @@ tests execute the real rewritten graphs.
 
 from __future__ import annotations
 
+import warnings
+import weakref
+
 import torch
 
 __all__ = ["stats", "reset_stats", "streams_for"]
@@ -32,10 +37,19 @@ __all__ = ["stats", "reset_stats", "streams_for"]
 _copy_out_events: dict[int, torch.cuda.Event] = {}
 _reload_events: dict[int, torch.cuda.Event] = {}
 _streams: dict[int, tuple[torch.cuda.Stream, torch.cuda.Stream]] = {}
-_pin_memory = True
 
 # Counters for tests and reports: copies and bytes in each direction.
-_stats = {"offload_calls": 0, "offload_bytes": 0, "reload_calls": 0, "reload_bytes": 0}
+_stats = {
+    "offload_calls": 0,
+    "offload_bytes": 0,
+    "reload_calls": 0,
+    "reload_bytes": 0,
+    "fallback_calls": 0,
+}
+# Host bytes held by offloaded copies now (a one-element list: mutable from
+# the finalizers that run when a host copy is freed).
+_host_bytes = [0]
+_warned: set[str] = set()
 
 
 def stats() -> dict[str, int]:
@@ -47,9 +61,9 @@ def reset_stats() -> None:
         _stats[k] = 0
 
 
-def set_pin_memory(flag: bool) -> None:
-    global _pin_memory
-    _pin_memory = bool(flag)
+def host_bytes_held() -> int:
+    """Host bytes that offloaded copies hold right now."""
+    return _host_bytes[0]
 
 
 def streams_for(device: torch.device) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
@@ -76,16 +90,40 @@ def _host_like(x: torch.Tensor, pin: bool) -> torch.Tensor:
     )
 
 
+def _stay_on_device(x: torch.Tensor, why: str) -> torch.Tensor:
+    """The fallback when host memory cannot be had: a device copy stands in
+    for the host copy (memory-neutral: ``x`` itself is released), the
+    backward reads it like any reload, and the gradients stay exact."""
+    _stats["fallback_calls"] += 1
+    message = f"offload_pass: {why}; the tensor stays on device (training continues)"
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+    return x.clone()
+
+
+def _held(nbytes: int) -> None:
+    _host_bytes[0] -= nbytes
+
+
 @torch.library.custom_op("offload_pass::offload", mutates_args=())
-def offload(x: torch.Tensor) -> torch.Tensor:
+def offload(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> torch.Tensor:
+    """``host_limit`` >= 0 caps the host bytes that offloaded copies hold at once."""
+    nbytes = _nbytes(x)
+    if host_limit >= 0 and _host_bytes[0] + nbytes > host_limit:
+        return _stay_on_device(x, f"host memory cap reached (host_memory_limit={host_limit} bytes)")
+    try:
+        host = _host_like(x, pin=pin_memory and x.device.type == "cuda")
+    except RuntimeError as error:  # pinned (page-locked) memory exhausted
+        return _stay_on_device(x, f"host memory allocation failed ({error})")
     _stats["offload_calls"] += 1
-    _stats["offload_bytes"] += _nbytes(x)
+    _stats["offload_bytes"] += nbytes
+    _host_bytes[0] += nbytes
+    weakref.finalize(host, _held, nbytes)
     if x.device.type != "cuda":
         # CPU path (CI): a real, separate buffer, so the backward reads a copy.
-        out = _host_like(x, pin=False)
-        out.copy_(x)
-        return out
-    host = _host_like(x, pin=_pin_memory)
+        host.copy_(x)
+        return host
     if x.numel() == 0:
         return host
     d2h, _ = streams_for(x.device)
@@ -99,7 +137,7 @@ def offload(x: torch.Tensor) -> torch.Tensor:
 
 
 @offload.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
+def _(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> torch.Tensor:
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
 
 
@@ -122,7 +160,8 @@ def _(x: torch.Tensor, host: torch.Tensor) -> None:
 def reload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     _stats["reload_calls"] += 1
     _stats["reload_bytes"] += _nbytes(host)
-    if device.type != "cuda":
+    if device.type != "cuda" or host.device.type == "cuda":
+        # CPU path, or a fallback copy that never left the device.
         out = torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
         out.copy_(host)
         return out

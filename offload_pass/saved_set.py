@@ -56,6 +56,8 @@ def _module_path(node: fx.Node) -> str:
     path = list(stack.values())[-1][0]
     # "L['self'].layers[0].attn" / "L['self']._modules['layers']['0']" -> "layers.0.attn"
     path = re.sub(r"^L\['[^']*'\]", "", path)
+    # A compiled bound method names its module through "__self__".
+    path = re.sub(r"^\.?__self__", "", path)
     path = path.replace("._modules", "")
     path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
     # Marked modules' forwards are wrappers; Dynamo names the module through
@@ -76,43 +78,40 @@ def _op_name(node: fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _concrete(value: object) -> Optional[int]:
+    """An int, or None for a symbolic size. Never ``int()`` a SymInt here:
+    that would specialize the graph on its current value (a recompile per shape)."""
+    return value if isinstance(value, int) else None
+
+
 def _numel_bytes(val: torch.Tensor) -> tuple[int, bool]:
-    try:
-        return int(val.numel()) * val.element_size(), False
-    except Exception:  # symbolic sizes
+    numel = _concrete(val.numel())
+    if numel is None:
         return 0, True
+    return numel * val.element_size(), False
 
 
 def _storage_bytes(val: torch.Tensor) -> int:
-    try:
-        return int(val.untyped_storage().nbytes())
-    except Exception:
-        n, _ = _numel_bytes(val)
-        return n
+    nbytes = _concrete(val.untyped_storage().nbytes())
+    if nbytes is None:
+        return 0
+    return nbytes
 
 
 def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, int]:
     """Saved value name -> its index in the forward output tuple.
 
     The partitioner appends the saved values to the forward outputs and makes
-    them the backward's first placeholders, under the same names."""
+    them the backward's first placeholders, under the same names. Backward
+    inputs that are no forward node (tangents, RNG states of checkpointed
+    regions) are not saved activations and are left alone."""
     outputs = list(fw_gm.graph.find_nodes(op="output")[0].args[0])
-    saved_names = [
-        n.name for n in bw_gm.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")
-    ]
-    positions = {}
-    tail_start = len(outputs) - len(saved_names)
-    for i in range(tail_start, len(outputs)):
-        out = outputs[i]
-        if isinstance(out, fx.Node) and out.name in saved_names:
-            positions[out.name] = i
-    missing = [n for n in saved_names if n not in positions]
-    if missing:
-        raise RuntimeError(
-            f"offload_pass: cannot match backward inputs {missing} to forward outputs; "
-            "the partitioner's output layout is not the one this pass knows"
-        )
-    return positions
+    last_index = {out.name: i for i, out in enumerate(outputs) if isinstance(out, fx.Node)}
+    return {
+        n.name: last_index[n.name]
+        for n in bw_gm.graph.find_nodes(op="placeholder")
+        if not n.name.startswith("tangents_") and n.name in last_index
+    }
 
 
 def _role_of(node: fx.Node, root: fx.Node, chain: list[fx.Node]) -> tuple[Optional[str], Optional[fx.Node]]:
@@ -179,7 +178,11 @@ def collect_saved_tensors(
     fw_gm: fx.GraphModule,
     bw_gm: fx.GraphModule,
     static_input_indices: Sequence[int] = (),
+    module_prefix: str = "",
 ) -> list[SavedTensor]:
+    """``module_prefix`` names the module whose forward this graph's frame is
+    (a frame compiled on its own after a graph break), since Dynamo names
+    modules relative to the frame."""
     positions = saved_positions(fw_gm, bw_gm)
     fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
     placeholders = list(fw_gm.graph.find_nodes(op="placeholder"))
@@ -224,7 +227,9 @@ def collect_saved_tensors(
                 position=position,
                 kind=kind,
                 op=_op_name(root),
-                module=_module_path(root if root.op != "placeholder" else node),
+                module=".".join(
+                    p for p in (module_prefix, _module_path(root if root.op != "placeholder" else node)) if p
+                ),
                 role=role,
                 shape=shape,
                 dtype=str(val.dtype).replace("torch.", ""),

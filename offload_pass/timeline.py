@@ -53,13 +53,16 @@ _EVENT_OPS = {
 
 
 def _storage_bytes(val: object) -> int:
+    """Bytes of a tensor's storage; a symbolic size counts by its hint
+    (no guard is added, so the graph is not specialized)."""
     try:
-        return int(val.untyped_storage().nbytes())  # type: ignore[union-attr]
+        nbytes = val.untyped_storage().nbytes()  # type: ignore[union-attr]
     except Exception:
-        try:
-            return int(val.numel()) * val.element_size()  # type: ignore[union-attr]
-        except Exception:  # unbacked symbolic sizes
-            return 0
+        return 0
+    if isinstance(nbytes, int):
+        return nbytes
+    hint = getattr(getattr(nbytes, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else 0
 
 
 def _allocates(node: fx.Node, count_cpu: bool) -> int:

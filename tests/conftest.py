@@ -1,10 +1,11 @@
-import os
-
 import pytest
 import torch
+import torch._inductor.config
 
-# Fresh compile caches per run: a warm cache must never be what makes a test pass.
-os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+# No compile caches: a warm cache (from another test, or another run) must
+# never decide what a test sees. The environment variable would come too late
+# here (torch reads it at import), so set the config itself.
+torch._inductor.config.force_disable_caches = True
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

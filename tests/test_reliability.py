@@ -1,0 +1,288 @@
+"""Training conditions that must keep exact gradients, and faults that must
+not break training (issue: never a wrong gradient, never a crash from a mark)."""
+
+import functools
+import gc
+import random
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+
+import offload_pass
+from offload_pass import runtime
+from offload_pass.models import make_decoder
+
+from helpers import assert_same_training
+
+ATTN_MLP = lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")
+
+
+def decoder(**kw):
+    return make_decoder(**({"layers": 2, "hidden": 32, "heads": 4} | kw))
+
+
+def test_dynamic_shapes_each_shape_its_plan():
+    sizes = iter([16, 12, 20, 16, 12, 20])
+
+    def step(compiled, inputs):
+        loss = compiled(torch.randn(2, next(sizes), 32, generator=torch.Generator().manual_seed(1)))
+        loss.backward()
+        return loss
+
+    backend = assert_same_training(decoder(), ATTN_MLP, (None,), steps=3, step=step, compile_kwargs={"dynamic": True})
+    assert len(backend.plans) == 1  # one dynamic graph serves every length
+    plan = backend.plans[-1]
+    assert plan.offloaded and all(e.nbytes == 0 for e in plan.entries if e.decision == "offload")
+
+
+def test_mark_dynamic_recompile_gets_its_own_plan():
+    def step(compiled, inputs):
+        total = 0
+        for s in (16, 24):
+            x = torch.randn(2, s, 32, generator=torch.Generator().manual_seed(s))
+            torch._dynamo.mark_dynamic(x, 1)
+            loss = compiled(x)
+            loss.backward()
+            total = total + loss.detach()
+        return total
+
+    backend = assert_same_training(decoder(), ATTN_MLP, (None,), steps=2, step=step)
+    assert len(backend.plans) == 1
+
+
+def test_gradient_accumulation_keeps_each_forward_distinct():
+    x = torch.randn(2, 16, 32)
+
+    def step(compiled, inputs):
+        losses = [compiled(inputs[0] * k) for k in (1.0, 2.0, 3.0)]
+        total = sum(losses)
+        total.backward()
+        return total.detach()
+
+    assert_same_training(decoder(), ATTN_MLP, (x,), step=step)
+
+
+def test_retain_graph_two_backwards(monkeypatch):
+    # Donated buffers (saved tensors whose memory backward may reuse) forbid
+    # retain_graph; AOTAutograd says so itself, for offloaded graphs as for
+    # any graph whose saved set it can donate. Users who retain turn it off.
+    monkeypatch.setattr(torch._functorch.config, "donated_buffer", False)
+    x = torch.randn(2, 16, 32)
+
+    def step(compiled, inputs):
+        loss = compiled(*inputs)
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return loss.detach()
+
+    assert_same_training(decoder(), ATTN_MLP, (x,), step=step)
+
+
+def test_forward_without_backward_leaks_nothing():
+    model = decoder()
+    ATTN_MLP(model)
+    compiled = torch.compile(model, backend=offload_pass.make_backend(min_bytes=0))
+    x = torch.randn(2, 16, 32)
+    held_before = runtime.host_bytes_held()
+    for _ in range(3):
+        loss = compiled(x)
+        del loss
+    gc.collect()
+    assert runtime.host_bytes_held() == held_before
+    assert runtime.pending_events() == (0, 0)
+
+
+def test_no_grad_and_inference_mode_run_no_offload():
+    model = decoder()
+    ATTN_MLP(model)
+    backend = offload_pass.make_backend(min_bytes=0)
+    compiled = torch.compile(model, backend=backend)
+    runtime.reset_stats()
+    with torch.no_grad():
+        compiled(torch.randn(2, 16, 32))
+    with torch.inference_mode():
+        compiled(torch.randn(2, 16, 32))
+    assert runtime.stats()["offload_calls"] == 0 and backend.plans == []
+
+
+def test_autocast_bf16():
+    x = torch.randn(2, 16, 32)
+
+    def step(compiled, inputs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = compiled(*inputs)
+        loss.backward()
+        return loss.detach()
+
+    backend = assert_same_training(decoder(), ATTN_MLP, (x,), step=step, atol=0, rtol=0)
+    assert {e.dtype for e in backend.plans[-1].entries if e.decision == "offload"} == {"bfloat16", "float32"}
+
+
+class Odd(nn.Module):
+    """Saves a transposed (non-contiguous) tensor, a channels-last conv
+    activation and a size-0 tensor, and returns a saved tensor as an output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x, empty):
+        h = torch.tanh(self.conv(x.to(memory_format=torch.channels_last)))
+        t = h.flatten(2).transpose(1, 2)  # [B, HW, C], non-contiguous
+        y = self.lin(torch.sin(t))
+        e = (torch.sin(empty) * 2).sum()
+        return (y * y).sum() + e, h
+
+
+def test_non_contiguous_channels_last_empty_and_outputs():
+    x = torch.randn(2, 4, 6, 6)
+    empty = torch.randn(0, 5, requires_grad=True)
+
+    def step(compiled, inputs):
+        loss, h = compiled(*inputs)
+        (loss + h.sum()).backward()
+        return loss.detach()
+
+    backend = assert_same_training(Odd(), lambda m: offload_pass.offload_modules(m, m), (x, empty), step=step)
+    plan = backend.plans[-1]
+    offloaded = [e for e in plan.entries if e.decision == "offload"]
+    assert offloaded, plan
+    reasons = {e.reason for e in plan.entries if e.decision == "keep"}
+    assert "model output (or shares its storage)" in reasons, plan
+
+
+class BreakInside(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(torch.tanh(h))
+
+
+class BreakNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = BreakInside()
+        self.head = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.head(self.block(x)).sum()
+
+
+def test_graph_break_inside_a_marked_module_keeps_the_marks():
+    x = torch.randn(8, 16)
+    backend = assert_same_training(BreakNet(), lambda m: offload_pass.offload_modules(m, "block"), (x,))
+    marked = [e for p in backend.plans for e in p.entries if e.module.startswith("block")]
+    assert marked and all(e.decision == "offload" for e in marked if e.op != "placeholder"), backend.plans
+
+
+class Checkpointed(nn.Module):
+    def __init__(self, policy):
+        super().__init__()
+        self.inner = make_decoder(layers=1, hidden=32, heads=4).layers[0]
+        self.policy = policy
+
+    def forward(self, x):
+        kwargs = {"use_reentrant": False}
+        if self.policy:
+            kwargs["context_fn"] = functools.partial(
+                cp.create_selective_checkpoint_contexts, [torch.ops.aten.mm.default]
+            )
+        return cp.checkpoint(self.inner, x, **kwargs).pow(2).mean()
+
+
+@pytest.mark.parametrize("policy", [False, True], ids=["full", "selective"])
+def test_activation_checkpointing_around_marked_modules(policy):
+    x = torch.randn(2, 16, 32)
+    backend = assert_same_training(
+        Checkpointed(policy), lambda m: offload_pass.offload_modules(m, "inner.mlp", "inner.attn"), (x,)
+    )
+    plan = backend.plans[-1]
+    saved_mm = [e for e in plan.entries if e.op == "aten.mm"]
+    if policy:  # mm outputs are saved (policy), so they can be offloaded
+        assert saved_mm and any(e.decision == "offload" for e in saved_mm), plan
+    else:  # everything inside is recomputed: nothing of it is saved
+        assert not saved_mm, plan
+
+
+def test_fullgraph_and_max_autotune_no_cudagraphs():
+    x = torch.randn(2, 16, 32)
+    assert_same_training(decoder(), ATTN_MLP, (x,), compile_kwargs={"fullgraph": True})
+    torch._dynamo.reset()
+    assert_same_training(decoder(), ATTN_MLP, (x,), steps=1, compile_kwargs={"mode": "max-autotune-no-cudagraphs"})
+
+
+def test_reduce_overhead_is_refused_clearly():
+    model = decoder()
+    ATTN_MLP(model)
+    compiled = torch.compile(model, backend=offload_pass.offload_backend, mode="reduce-overhead")
+    with pytest.raises(Exception, match="does not support CUDA graphs"):
+        compiled(torch.randn(2, 16, 32))
+
+
+def test_host_memory_cap_keeps_on_device_with_one_warning():
+    x = torch.randn(2, 16, 32)
+    runtime.reset_stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same_training(decoder(), ATTN_MLP, (x,), steps=2, host_memory_limit=10_000)
+    stats = runtime.stats()
+    assert stats["fallback_calls"] > 0 and stats["offload_calls"] > 0
+    messages = [str(w.message) for w in caught if "host memory cap" in str(w.message)]
+    assert messages == ["offload_pass: host memory cap reached (host_memory_limit=10000 bytes); "
+                        "the tensor stays on device (training continues)"]
+
+
+def test_pinned_allocation_failure_falls_back(monkeypatch):
+    real = runtime._host_like
+
+    def failing(x, pin):
+        raise RuntimeError("CUDA error: out of memory (simulated)")
+
+    monkeypatch.setattr(runtime, "_host_like", failing)
+    runtime.reset_stats()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert_same_training(decoder(), ATTN_MLP, (torch.randn(2, 16, 32),), steps=1)
+    assert runtime.stats()["offload_calls"] == 0 and runtime.stats()["fallback_calls"] > 0
+    monkeypatch.setattr(runtime, "_host_like", real)
+
+
+def random_case(seed):
+    rng = random.Random(seed)
+    layers = rng.randint(1, 3)
+    heads = rng.choice([1, 2, 4])
+    hidden = heads * rng.choice([4, 8])
+    seq = rng.choice([3, 8, 13])
+    dtype = rng.choice([torch.float32, torch.float64])
+    names = [f"layers.{i}.{part}" for i in range(layers) for part in ("attn", "mlp", "attn_norm", "mlp_norm")]
+    offload = rng.sample(names, rng.randint(1, len(names)))
+    keep = rng.sample(names, rng.randint(0, 2))
+    config = {"prefetch": rng.randint(0, 3), "max_inflight": rng.randint(1, 3)}
+    return layers, heads, hidden, seq, dtype, offload, keep, config
+
+
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("OFFLOAD_PASS_RANDOM_DRAWS", "6"))))
+def test_randomized_models_and_marks(seed):
+    layers, heads, hidden, seq, dtype, offload, keep, config = random_case(seed)
+    model = make_decoder(layers=layers, hidden=hidden, heads=heads, dtype=dtype, seed=seed)
+    x = torch.randn(2, seq, hidden, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+    def mark(m):
+        offload_pass.offload_modules(m, *offload)
+        if keep:
+            offload_pass.keep_modules(m, *keep)
+
+    backend = assert_same_training(model, mark, (x,), **config)
+    plan = backend.plans[-1]
+    for e in plan.entries:
+        inside_keep = any(e.module == k or e.module.startswith(k + ".") for k in keep)
+        if inside_keep and e.decision == "offload":
+            pytest.fail(f"seed {seed}: {e.name} of kept {e.module} was offloaded\n{plan}")
