@@ -35,6 +35,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--race-steps", type=int, default=5)
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--deterministic-attention", action="store_true",
                    help="math SDPA for both runs: flash/cuDNN attention backward accumulates dq "
                    "with atomics, so two runs differ in the last bits even without offload")
@@ -44,13 +45,14 @@ def main() -> None:
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_mem_efficient_sdp(False)
         torch.backends.cuda.enable_cudnn_sdp(False)
-    model = make_decoder(args.layers, args.hidden, 8, dtype=torch.bfloat16, device=dev)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    model = make_decoder(args.layers, args.hidden, 8, dtype=dtype, device=dev)
     reference = copy.deepcopy(model)
     offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
     backend = offload_pass.make_backend()
     compiled = torch.compile(model, backend=backend)
     compiled_ref = torch.compile(reference)
-    x = torch.randn(2, args.seq, args.hidden, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(2, args.seq, args.hidden, device=dev, dtype=dtype)
 
     # 1. many steps
     allocated, held = [], []
