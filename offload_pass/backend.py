@@ -118,6 +118,12 @@ class OffloadBackend:
         plan = plan_saved_tensors(saved, self.config, graph_id)
         before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
         count_cpu = not _uses_cuda(fw_gm)
+        if count_cpu:
+            log.info(
+                "offload_pass: %s runs on CPU: the rewrite is the same, the copies run "
+                "synchronously into separate host buffers and save no memory",
+                graph_id,
+            )
         timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
         if "offload" in self.config.disabled_passes:
             plan.rewritten = False
