@@ -24,6 +24,15 @@ from offload_pass import runtime
 from offload_pass.models import make_decoder
 
 
+def _pinned_pool():
+    """(bytes owned, cudaHostAlloc calls) of PyTorch's pinned host allocator, if it reports them."""
+    stats_fn = getattr(torch.cuda.memory, "host_memory_stats", None)
+    if stats_fn is None:
+        return None
+    stats = stats_fn()
+    return stats.get("allocated_bytes.current", stats.get("reserved_bytes.current")), stats.get("num_host_alloc")
+
+
 def grads(model):
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
@@ -55,7 +64,7 @@ def main() -> None:
     x = torch.randn(2, args.seq, args.hidden, device=dev, dtype=dtype)
 
     # 1. many steps
-    allocated, held = [], []
+    allocated, held, pool = [], [], []
     if args.steps == 0:
         compiled(x).backward()
     with warnings.catch_warnings(record=True) as caught:
@@ -65,6 +74,7 @@ def main() -> None:
             compiled(x).backward()
             torch.cuda.synchronize()
             held.append(runtime.host_bytes_held())
+            pool.append(_pinned_pool())
             model.zero_grad(set_to_none=True)
             allocated.append(torch.cuda.memory_allocated())
     relevant = [str(w.message) for w in caught if "offload_pass" in str(w.message)]
@@ -74,6 +84,10 @@ def main() -> None:
               f"({'constant' if len(set(allocated)) == 1 else 'VARIES'})")
         print(f"host bytes held after each step: {sorted(set(held))}; pending events {runtime.pending_events()}")
         print(f"offload_pass warnings: {relevant or 'none'}")
+        if pool and pool[0] is not None:
+            grew = [i for i in range(1, len(pool)) if pool[i][1] > pool[i - 1][1]]
+            print(f"pinned host pool (bytes, cudaHostAlloc calls) after step 1: {pool[0]}, "
+                  f"after step {len(pool)}: {pool[-1]}; steps after the first where it grew: {grew or 'none'}")
 
     # 2. race check: the copy streams start each step behind a large copy
     d2h, h2d = runtime.streams_for(torch.device(dev))
