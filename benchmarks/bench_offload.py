@@ -1,8 +1,17 @@
-"""Side-by-side offload benchmark on one GPU.
+"""Side-by-side offload benchmark on one GPU: offload_pass against every peer.
 
 Same model, same process, one variant after the other:
-  inductor      torch.compile without offload (the reference)
-  offload_pass  torch.compile(backend=offload_backend) with the marks below
+  inductor           torch.compile without offload (the reference)
+  offload_pass       torch.compile(backend=make_backend(...)) with the marks below;
+                     "offload_pass(knob=value;knob=value)" sets OffloadConfig knobs
+  builtin(MODE)      PyTorch's own pass (torch._functorch.config.enable_activation_offloading),
+                     the same modules' forward nodes marked "should_offload" by a
+                     joint_custom_pre_pass; MODE: sync, stream (separate stream),
+                     stream+sink (wait sinking), stream+prefetch (reload prefetch).
+                     A mode that crashes is reported with its error.
+  save_on_cpu        torch.autograd.graph.save_on_cpu(pin_memory=True) around the
+                     compiled forward (every saved tensor goes to host);
+                     save_on_cpu(eager): around the model run without compile
 
 Per variant: step time (median of --steps after --warmup), peak allocated
 memory over a step and over the forward, memory at the forward/backward
@@ -14,7 +23,12 @@ reloads in flight and backward temporaries.
   R_boundary = (reduction at the forward/backward boundary) / (offloaded bytes)
 checks that every offloaded byte really left the device by the end of forward.
 Also the physical floor max(compute time, offloaded bytes / one-way
-bandwidth), the bandwidth measured here with a pinned 1 GiB copy.
+bandwidth), the bandwidth measured here with a pinned 1 GiB copy, and the
+two-way floor max(forward, out / d2h) + max(backward, in / h2d): to lower the
+peak by every offloaded byte, each byte must have left before the forward
+ends and come back during the backward. With --profile, one step of each
+offloading variant runs under torch.profiler: the copy time per direction,
+the streams the copies ran on, and how much of it overlapped compute kernels.
 
   python benchmarks/bench_offload.py --layers 6 --hidden 2048 --seq 4096 --batch 2 --json out.json
 """
@@ -22,10 +36,16 @@ bandwidth), the bandwidth measured here with a pinned 1 GiB copy.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
+import traceback
+from typing import Optional
 
 import torch
 
@@ -40,93 +60,264 @@ def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
     for name, (dst, src) in {"d2h": (host, dev), "h2d": (dev, host)}.items():
         dst.copy_(src, non_blocking=True)
         torch.cuda.synchronize()
-        start = time.perf_counter()
+        # Best of five: one slow copy (another process, a page fault) would
+        # otherwise lower the floor the variants are judged against.
+        best = 0.0
         for _ in range(5):
+            start = time.perf_counter()
             dst.copy_(src, non_blocking=True)
-        torch.cuda.synchronize()
-        out[name] = 5 * nbytes / (time.perf_counter() - start) / 1e9
+            torch.cuda.synchronize()
+            best = max(best, nbytes / (time.perf_counter() - start) / 1e9)
+        out[name] = best
     return out
 
 
-def mark(model: torch.nn.Module, what: str) -> None:
+def marked_modules(model: torch.nn.Module, what: str) -> tuple[list[str], object]:
+    """(module names to mark, roles) for a --mark value."""
+    n = len(model.layers)
     if what.startswith("roles="):
         roles = what[len("roles="):].split("+")
-        offload_pass.offload_modules(model, "layers.*.experts", roles=None if roles == ["all"] else roles)
-    elif what == "all":
-        offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
-    elif what == "attn-but-last":
-        n = len(model.layers)
-        offload_pass.offload_modules(model, *[f"layers.{i}.attn" for i in range(n - 1)])
-    else:
-        raise SystemExit(f"unknown --mark {what!r}; valid: all, attn-but-last, roles=act+fc2, roles=all")
+        return [f"layers.{i}.experts" for i in range(n)], None if roles == ["all"] else roles
+    if what == "all":
+        return [f"layers.{i}.{m}" for i in range(n) for m in ("attn", "mlp")], None
+    if what == "attn-but-last":
+        return [f"layers.{i}.attn" for i in range(n - 1)], None
+    if what == "attn":
+        return [f"layers.{i}.attn" for i in range(n)], None
+    if what.startswith("attn:"):  # the attention of the first K layers
+        return [f"layers.{i}.attn" for i in range(int(what[len("attn:"):]))], None
+    raise SystemExit(
+        f"unknown --mark {what!r}; valid: all, attn, attn-but-last, attn:K (first K layers), "
+        "roles=act+fc2, roles=all"
+    )
 
 
-def parse_overrides(name: str) -> dict[str, int]:
-    """"offload_pass(prefetch=1;max_inflight=4)" -> {"prefetch": 1, "max_inflight": 4}."""
+def parse_overrides(name: str) -> dict[str, object]:
+    """"offload_pass(prefetch=1;schedule=fixed)" -> {"prefetch": 1, "schedule": "fixed"}."""
     if "(" not in name:
         return {}
     inner = name[name.index("(") + 1 : name.rindex(")")]
-    return {k: int(v) for k, v in (kv.split("=") for kv in inner.split(";") if kv)}
+    out: dict[str, object] = {}
+    for key, value in (kv.split("=") for kv in inner.split(";") if kv):
+        if value in ("true", "false"):
+            out[key] = value == "true"
+        else:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    out[key] = value
+    return out
+
+
+class _BuiltinMarks:
+    """joint_custom_pre_pass for PyTorch's pass: marks the forward nodes of the
+    chosen modules ``should_offload`` (its pass then keeps what it can offload)."""
+
+    def __init__(self, prefixes: list[str]) -> None:
+        self.prefixes = tuple(prefixes)
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        from offload_pass.saved_set import _module_path
+
+        for node in graph.nodes:
+            path = _module_path(node)
+            if any(path == p or path.startswith(p + ".") for p in self.prefixes):
+                node.meta["should_offload"] = True
+
+    def uuid(self) -> str:  # for caches that ask; the benchmark turns caches off
+        return repr(self.prefixes)
+
+
+BUILTIN_MODES = {
+    "sync": {},
+    "stream": {"activation_offload_separate_stream": True},
+    "stream+sink": {"activation_offload_separate_stream": True, "activation_offload_sink_wait": True},
+    "stream+prefetch": {"activation_offload_separate_stream": True, "activation_reload_prefetch": True},
+}
+
+
+def _intervals_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the union of ``a`` intersected with the union of ``b``."""
+
+    def union(iv):
+        out = []
+        for s, e in sorted(iv):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return out
+
+    ua, ub = union(a), union(b)
+    total, j = 0.0, 0
+    for s, e in ua:
+        while j < len(ub) and ub[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(ub) and ub[k][0] < e:
+            total += min(e, ub[k][1]) - max(s, ub[k][0])
+            k += 1
+    return total
+
+
+def profile_step(step, keep_trace: Optional[str] = None) -> dict:
+    """One step under torch.profiler: copy time per direction, their streams,
+    and the part of it that ran while a compute kernel ran on another stream.
+    ``keep_trace``: a path to write the chrome trace to (gzip)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    if keep_trace:
+        with gzip.open(keep_trace, "wt") as f:
+            json.dump(trace, f)
+    kernels: dict[int, list] = {}
+    copies: dict[str, list] = {"d2h": [], "h2d": []}
+    copy_streams: dict[str, set] = {"d2h": set(), "h2d": set()}
+    for ev in trace.get("traceEvents", []):
+        if ev.get("ph") != "X" or "dur" not in ev:
+            continue
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        stream = ev.get("args", {}).get("stream")
+        span = (float(ev["ts"]), float(ev["ts"]) + float(ev["dur"]))
+        if cat == "kernel":
+            kernels.setdefault(stream, []).append(span)
+        elif cat == "gpu_memcpy":
+            direction = "d2h" if "DtoH" in name else "h2d" if "HtoD" in name else None
+            if direction:
+                copies[direction].append((span, stream))
+                copy_streams[direction].add(stream)
+    out = {}
+    for direction, spans in copies.items():
+        busy = sum(e - s for (s, e), _ in spans)
+        overlapped = 0.0
+        for (s, e), stream in spans:
+            others = [iv for st, ivs in kernels.items() if st != stream for iv in ivs]
+            overlapped += _intervals_overlap([(s, e)], others)
+        out[f"{direction}_copy_ms"] = busy / 1e3
+        out[f"{direction}_overlap"] = overlapped / busy if busy else None
+        out[f"{direction}_streams"] = sorted(str(s) for s in copy_streams[direction])
+    out["compute_streams"] = sorted(str(s) for s in kernels)
+    both = _intervals_overlap([sp for sp, _ in copies["d2h"]], [sp for sp, _ in copies["h2d"]])
+    out["d2h_h2d_concurrent_ms"] = both / 1e3
+    return out
+
+
+def build_model(args: argparse.Namespace) -> torch.nn.Module:
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    if args.model == "moe":
+        return make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=dtype, device="cuda")
+    return make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
 
 
 def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     torch._dynamo.reset()
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
-    if args.model == "moe":
-        model = make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=dtype, device="cuda")
-    else:
-        model = make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
-    backend = "inductor"
+    torch.manual_seed(0)
+    model = build_model(args)
+    modules, roles = marked_modules(model, args.mark)
+    backend: object = "inductor"
     plan = None
-    offload = name.startswith("offload_pass")
-    if offload:
-        mark(model, args.mark)
-        backend = offload_pass.make_backend(min_bytes=args.min_bytes, **parse_overrides(name))
-    compiled = torch.compile(model, backend=backend)
+    forward_context = contextlib.nullcontext
+    functorch_patches: dict = {}
+    inductor_patches: dict = {}
+    kind = name.split("(")[0]
+    if kind == "offload_pass":
+        offload_pass.offload_modules(model, *modules, roles=roles)
+        backend = offload_pass.make_backend(**({"min_bytes": args.min_bytes} | parse_overrides(name)))
+    elif kind == "builtin":
+        mode = name[name.index("(") + 1 : name.rindex(")")] if "(" in name else "sync"
+        functorch_patches = {"enable_activation_offloading": True, **BUILTIN_MODES[mode]}
+        inductor_patches = {"joint_custom_pre_pass": _BuiltinMarks(modules)}
+    elif kind == "save_on_cpu":
+        forward_context = lambda: torch.autograd.graph.save_on_cpu(pin_memory=True)  # noqa: E731
+    elif kind != "inductor":
+        raise SystemExit(f"unknown variant {name!r}")
+    # "save_on_cpu(eager)": the same hooks around the model run eagerly.
+    compiled = model if name.endswith("(eager)") else torch.compile(model, backend=backend)
+
+    def forward():
+        with forward_context():
+            return compiled(x)
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        compiled(x).backward()
+        forward().backward()
 
-    for _ in range(args.warmup):
-        step()
-    torch.cuda.synchronize()
-    model.zero_grad(set_to_none=True)
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    loss = compiled(x)
-    torch.cuda.synchronize()
-    boundary = torch.cuda.memory_allocated() - base
-    forward_peak = torch.cuda.max_memory_allocated() - base
-    loss.backward()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    times = []
-    for _ in range(args.steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
+    result: dict = {"variant": name}
+    with torch._functorch.config.patch(**functorch_patches), torch._inductor.config.patch(**inductor_patches):
+        try:
+            for _ in range(args.warmup):
+                step()
+            torch.cuda.synchronize()
+        except Exception as error:  # a peer mode that crashes is reported, not hidden
+            result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            traceback.print_exc(file=sys.stderr)
+            del compiled, model
+            torch.cuda.empty_cache()
+            return result
+        model.zero_grad(set_to_none=True)
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        loss = forward()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    roles = {}
-    if offload:
+        boundary = torch.cuda.memory_allocated() - base
+        forward_peak = torch.cuda.max_memory_allocated() - base
+        loss.backward()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        times, forward_times = [], []
+        for _ in range(args.steps):
+            model.zero_grad(set_to_none=True)
+            start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            start.record()
+            loss = forward()
+            mid.record()
+            loss.backward()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+            forward_times.append(start.elapsed_time(mid))
+        if args.profile and kind != "inductor":
+            trace = None
+            if args.trace_dir:
+                os.makedirs(args.trace_dir, exist_ok=True)
+                safe = "".join(c if c.isalnum() else "_" for c in name)
+                trace = os.path.join(args.trace_dir, f"{args.mark.replace(':', '')}_{safe}.json.gz")
+            result["profile"] = profile_step(step, trace)
+    offloaded_mib = None
+    by_role: dict[str, float] = {}
+    if plan is None and kind == "offload_pass":
         plan = backend.plans[-1]
         print(plan, file=sys.stderr)
+        offloaded_mib = plan.offloaded_bytes / 2**20
         for e in plan.entries:
             if e.role and e.decision == "offload":
-                roles[e.role] = roles.get(e.role, 0) + e.nbytes / 2**20
-    result = {
-        "variant": name,
+                by_role[e.role] = by_role.get(e.role, 0) + e.nbytes / 2**20
+        result["predicted_peak_mib"] = (plan.predicted_peak_before / 2**20, plan.predicted_peak_after / 2**20)
+        result["cost_profile"] = plan.cost_profile
+    result.update({
         "step_ms": statistics.median(times),
+        "forward_ms": statistics.median(forward_times),
+        "backward_ms": statistics.median(t - f for t, f in zip(times, forward_times)),
         "peak_mib": peak / 2**20,
         "boundary_mib": boundary / 2**20,
         "forward_peak_mib": forward_peak / 2**20,
-        "offloaded_mib": (plan.offloaded_bytes / 2**20) if plan else 0.0,
-        "offloaded_tensors": len(plan.offloaded) if plan else 0,
-        "offloaded_mib_by_role": roles,
-    }
-    del compiled, model
+        # Peers keep no plan: their bytes offloaded are what left the device
+        # by the end of forward (the boundary reduction), filled in by main().
+        "offloaded_mib": offloaded_mib,
+        "offloaded_tensors": len(plan.offloaded) if plan else None,
+        "offloaded_mib_by_role": by_role,
+    })
+    del compiled, model, loss
     torch.cuda.empty_cache()
     return result
 
@@ -152,8 +343,13 @@ def main() -> None:
         help="comma-separated: inductor, offload_pass, or offload_pass(knob=value;knob=value) "
         "with OffloadConfig knobs",
     )
+    p.add_argument("--profile", action="store_true", help="profile one step of each offloading variant")
+    p.add_argument("--trace-dir", default=None, help="with --profile: keep each chrome trace there (gzip)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    # PyTorch's pass is driven by joint_custom_pre_pass, which the compile
+    # caches do not key on: no variant may be served another's graph.
+    torch._inductor.config.force_disable_caches = True
     if not torch.cuda.is_available():
         raise SystemExit("bench_offload.py needs a CUDA device")
 
@@ -161,20 +357,38 @@ def main() -> None:
     torch.manual_seed(0)
     x = torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=dtype)
     bandwidth = measure_bandwidth()
-    results = [run_variant(v, args, x) for v in args.variants.split(",")]
-    ref = next((r for r in results if r["variant"] == "inductor"), None)
+    results = []
+    for variant in args.variants.split(","):
+        began = time.perf_counter()
+        results.append(run_variant(variant, args, x))
+        r = results[-1]
+        print(
+            f"[{time.perf_counter() - began:.0f} s] {variant}: "
+            + (r.get("error") or f"{r['step_ms']:.1f} ms, peak {r['peak_mib']:.0f} MiB"),
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.json:  # partial results survive a time limit
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "bandwidth_gbps": bandwidth, "results": results}, f, indent=2)
+    ref = next((r for r in results if r["variant"] == "inductor" and "error" not in r), None)
     for r in results:
-        if ref is None:
+        if ref is None or "error" in r:
             continue
-        offloaded = r["offloaded_mib"]
+        r["boundary_reduction_mib"] = ref["boundary_mib"] - r["boundary_mib"]
+        if r["offloaded_mib"] is None and r["variant"] != "inductor":
+            r["offloaded_mib"] = r["boundary_reduction_mib"]
+        offloaded = r["offloaded_mib"] or 0.0
         r["peak_reduction_mib"] = ref["peak_mib"] - r["peak_mib"]
         r["R"] = r["peak_reduction_mib"] / offloaded if offloaded else None
-        r["boundary_reduction_mib"] = ref["boundary_mib"] - r["boundary_mib"]
         r["R_boundary"] = r["boundary_reduction_mib"] / offloaded if offloaded else None
         r["slowdown"] = r["step_ms"] / ref["step_ms"]
-        floor_ms = max(ref["step_ms"], offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3)
-        r["floor_ms"] = floor_ms
-        r["vs_floor"] = r["step_ms"] / floor_ms
+        out_ms = offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3
+        in_ms = offloaded * 2**20 / (bandwidth["h2d"] * 1e9) * 1e3
+        r["floor_ms"] = max(ref["step_ms"], out_ms)
+        r["vs_floor"] = r["step_ms"] / r["floor_ms"]
+        r["floor2_ms"] = max(ref["forward_ms"], out_ms) + max(ref["backward_ms"], in_ms)
+        r["vs_floor2"] = r["step_ms"] / r["floor2_ms"]
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -189,15 +403,20 @@ def main() -> None:
     for r in results:
         if r.get("offloaded_mib_by_role"):
             print(f"{r['variant']}: offloaded MiB by role {r['offloaded_mib_by_role']}")
-    cols = [
-        "variant", "step_ms", "peak_mib", "forward_peak_mib", "boundary_mib", "offloaded_mib",
-        "peak_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor",
-    ]
-    print(" | ".join(cols))
     for r in results:
-        print(" | ".join(
+        if "error" in r:
+            print(f"{r['variant']}: FAILED {r['error']}")
+        if r.get("profile"):
+            print(f"{r['variant']}: profile {json.dumps(r['profile'])}")
+    cols = [
+        "variant", "step_ms", "forward_ms", "peak_mib", "boundary_mib", "offloaded_mib",
+        "peak_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2",
+    ]
+    print("| " + " | ".join(cols) + " |")
+    for r in results:
+        print("| " + " | ".join(
             f"{r.get(c):.3f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols
-        ))
+        ) + " |")
 
 
 if __name__ == "__main__":

@@ -31,10 +31,11 @@ from .annotations import TensorMarkPass, annotate_requests, marks_digest
 from .config import OffloadConfig
 from .markers import active_marks
 from .graph_text import render_graph
-from .plan import OffloadPlan, plan_saved_tensors
+from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
+from .plan import OffloadPlan, keep_offloads_without_gain, plan_saved_tensors
 from .rewrite import rewrite_graphs
 from .saved_set import check_requested_roles, collect_saved_tensors
-from .timeline import Timeline, simulate_step
+from .timeline import Timeline, offload_intervals, simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
 
@@ -125,11 +126,12 @@ class OffloadBackend:
                 graph_id,
             )
         timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
+        plan, release_after, reload_before = self._schedule(fw_gm, bw_gm, plan, timeline_before)
         if "offload" in self.config.disabled_passes:
             plan.rewritten = False
         else:
             counts = (_op_counts(fw_gm), _op_counts(bw_gm))
-            fw_gm, bw_gm = rewrite_graphs(fw_gm, bw_gm, plan, self.config)
+            fw_gm, bw_gm = rewrite_graphs(fw_gm, bw_gm, plan, self.config, reload_before, release_after)
             log.debug(
                 "offload_pass: %s rewrite added forward %s, backward %s",
                 graph_id,
@@ -156,10 +158,65 @@ class OffloadBackend:
         return fw_gm, bw_gm
 
 
+    def _schedule(
+        self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, timeline: Timeline
+    ) -> tuple[OffloadPlan, Optional[dict[str, str]], Optional[dict[str, str]]]:
+        """Trim copies that would not lower the predicted peak, then place each
+        release and reload (cost model), from the simulated timeline without
+        offload. Returns the plan and the release / reload points (None: the
+        fixed schedule)."""
+        config = self.config
+        if not plan.groups:
+            return plan, None, None
+        intervals = offload_intervals(fw_gm, bw_gm, plan.groups)
+        if config.keep_if_no_gain:
+            plan = keep_offloads_without_gain(plan, timeline.live_bytes, intervals)
+        if config.schedule != "cost" or not plan.groups:
+            return plan, None, None
+        # The ideal: each copy off the device from its last forward use to
+        # its first backward use. Its peak is the ceiling neither the
+        # releases nor the prefetches may lift.
+        live = list(timeline.live_bytes)
+        for group in plan.groups:
+            a, b = intervals[group.storage]
+            for i in range(a, b):
+                live[i] -= group.nbytes
+        ceiling = max(live, default=0)
+        split = timeline.phases.count("forward")
+        profile = device_profile(_device_of(fw_gm), config.bandwidth_gbps)
+        release_after = release_schedule(fw_gm, plan.groups, live[:split], ceiling, profile)
+        reload_before = reload_schedule(
+            bw_gm, plan.groups, live[split:], ceiling, profile, config.prefetch_bytes
+        )
+        plan.release_after = dict(release_after)
+        plan.reload_before = dict(reload_before)
+        plan.cost_profile = profile.source
+        plan.predicted_compute_ms = (
+            sum(estimate_node_ms(fw_gm, profile)),
+            sum(estimate_node_ms(bw_gm, profile)),
+        )
+        return plan, release_after, reload_before
+
+
+def _device_of(gm: fx.GraphModule) -> torch.device:
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "cuda":
+            return val.device
+    return torch.device("cpu")
+
+
 def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
     from torch._inductor import list_mode_options
 
     patches: dict[str, Any] = dict(list_mode_options(mode) if mode else {})
+    # The rewrite already ordered the graph: each release a few copies after
+    # its copy-out, each reload where the cost model put it. Inductor's
+    # peak-memory reordering would move every release next to its copy (the
+    # compute stream then waits for each copy in turn) and every reload next
+    # to its consumer (no prefetch left): measured on an H100, 2.5 % of the
+    # forward's copy time overlapped compute with it on.
+    patches["reorder_for_peak_memory"] = False
     patches.update(options or {})
     if patches.get("triton.cudagraphs"):
         # A CUDA graph would replay the copies with stale host buffers and

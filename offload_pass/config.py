@@ -20,10 +20,27 @@ class OffloadConfig:
     min_bytes: saved activations smaller than this stay on device (a copy has a
         fixed launch cost of a few microseconds; 1 MiB moves in ~20 us at 50 GB/s).
     pin_memory: copy into pinned host memory (needed for truly async copies).
-    prefetch: how many offloaded tensors (in backward order of first use) the
-        reload of a tensor is issued ahead of: 0 reloads right before first use.
-    max_inflight: forward copies allowed in flight; when one more starts, the
-        oldest is released (the compute stream waits for it and its device
+    schedule: "cost" (default) places releases and reloads from the cost
+        model (estimated node times, measured copy bandwidth, simulated
+        memory): each release where its copy is predicted to have landed,
+        earlier if holding the tensor would lift the step's predicted peak;
+        each reload just early enough to land before its consumer, later
+        where landing early would lift the predicted peak. "fixed":
+        release ``max_inflight`` copies later, reload ``prefetch`` reloads ahead.
+    prefetch: for ``schedule="fixed"``: how many offloaded tensors (in
+        backward order of first use) the reload of a tensor is issued ahead
+        of; 0 reloads right before first use.
+    prefetch_bytes: for ``schedule="cost"``: an extra bound on the bytes that
+        reloads may hold ahead of their consumers (None: only the predicted
+        peak bounds them). Measured on the H100: bounding it to the largest
+        copy serialised the reloads and cost 4.5 ms a step (docs/benchmarks.md).
+    bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
+        the cost model; None measures it once per device and caches it.
+    keep_if_no_gain: keep a marked tensor on device when offloading it would
+        not lower the step's predicted peak (its copies would cost time and
+        save nothing); the plan says so in its reason.
+    max_inflight: for ``schedule="fixed"``: forward copies allowed in flight;
+        when one more starts, the oldest is released (the compute stream waits for it and its device
         memory is freed). Bounds device memory held by pending copies.
     host_memory_limit: bytes of host memory the offloaded copies may hold at
         once (None: no cap). Past it a tensor stays on device, with a warning.
@@ -36,9 +53,13 @@ class OffloadConfig:
 
     min_bytes: int = 1 << 20
     pin_memory: bool = True
+    schedule: str = "cost"
     prefetch: int = 1
+    prefetch_bytes: Optional[int] = None
+    bandwidth_gbps: Optional[float] = None
     max_inflight: int = 2
-    keep_first_in_backward: int = 1
+    keep_if_no_gain: bool = True
+    keep_first_in_backward: int = 0
     host_memory_limit: Optional[int] = None
     disabled_passes: tuple[str, ...] = ()
 
@@ -51,6 +72,20 @@ class OffloadConfig:
             raise ValueError(
                 f"OffloadConfig.max_inflight must be an int >= 1, got {self.max_inflight!r}"
             )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"OffloadConfig.schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if self.prefetch_bytes is not None and (
+            not isinstance(self.prefetch_bytes, int) or isinstance(self.prefetch_bytes, bool) or self.prefetch_bytes < 0
+        ):
+            raise ValueError(f"OffloadConfig.prefetch_bytes must be None or an int >= 0, got {self.prefetch_bytes!r}")
+        if self.bandwidth_gbps is not None and (
+            isinstance(self.bandwidth_gbps, bool)
+            or not isinstance(self.bandwidth_gbps, (int, float))
+            or not self.bandwidth_gbps > 0
+        ):
+            raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a number > 0, got {self.bandwidth_gbps!r}")
+        if not isinstance(self.keep_if_no_gain, bool):
+            raise ValueError(f"OffloadConfig.keep_if_no_gain must be a bool, got {self.keep_if_no_gain!r}")
         if self.host_memory_limit is not None and (
             not isinstance(self.host_memory_limit, int) or self.host_memory_limit < 0
         ):
@@ -81,3 +116,4 @@ class OffloadConfig:
 
 
 KNOWN_PASSES = ("offload",)
+SCHEDULES = ("cost", "fixed")

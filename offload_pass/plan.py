@@ -68,6 +68,15 @@ class OffloadPlan:
     # and after the rewrite; set by the backend, None for a bare plan.
     predicted_peak_before: Optional[int] = None
     predicted_peak_after: Optional[int] = None
+    # The cost model's schedule: storage -> the forward node its release goes
+    # after / the backward node its reload is issued before; and where the
+    # device speeds came from.
+    release_after: dict = dataclasses.field(default_factory=dict)
+    reload_before: dict = dataclasses.field(default_factory=dict)
+    cost_profile: Optional[str] = None
+    # The cost model's compute time of the forward and backward graphs (ms),
+    # copies aside: what its release and reload points were placed against.
+    predicted_compute_ms: Optional[tuple[float, float]] = None
 
     @property
     def predicted_reduction(self) -> Optional[int]:
@@ -122,6 +131,12 @@ class OffloadPlan:
                 f"predicted peak {self.predicted_peak_before / 2**20:.2f} -> "
                 f"{self.predicted_peak_after / 2**20:.2f} MiB "
                 f"(-{self.predicted_reduction / 2**20:.2f} MiB)"
+            )
+        if self.predicted_compute_ms is not None:
+            forward, backward = self.predicted_compute_ms
+            lines.append(
+                f"predicted compute forward {forward:.2f} ms, backward {backward:.2f} ms "
+                f"(device profile: {self.cost_profile})"
             )
         return "\n".join(lines)
 
@@ -209,3 +224,48 @@ def plan_saved_tensors(
     plan = OffloadPlan(graph_id, entries, groups)
     log.debug("offload_pass: %s", plan)
     return plan
+
+
+NO_GAIN_REASON = "offloading it would not lower the predicted peak (keep_if_no_gain)"
+
+
+def keep_offloads_without_gain(
+    plan: OffloadPlan, live_bytes: Sequence[int], off_device: dict[str, tuple[int, int]]
+) -> OffloadPlan:
+    """Drop from ``plan`` the copies that do not lower the predicted peak.
+
+    ``live_bytes``: device bytes alive at each point of one step without
+    offload (``timeline.simulate_step``). ``off_device[storage] = (a, b)``: the
+    points where that group's bytes would be on the host. A pure function:
+    groups are tried in order of their first backward use (the ones reloaded
+    soonest free memory for the shortest time); each is kept on device if the
+    peak with it kept stays at or below the current predicted peak. A copy that
+    frees nothing at the peak costs two transfers and saves nothing.
+    """
+    off = list(live_bytes)
+    for group in plan.groups:
+        a, b = off_device[group.storage]
+        for i in range(a, b):
+            off[i] -= group.nbytes
+    peak = max(off, default=0)
+    dropped: set[str] = set()
+    for group in sorted(plan.groups, key=lambda g: (off_device[g.storage][1], off_device[g.storage][0])):
+        if group.nbytes == 0:
+            # Symbolic sizes (a dynamic graph): the size is unknown here, so
+            # the user's mark stands (an empty tensor never reaches a group).
+            continue
+        a, b = off_device[group.storage]
+        if a >= b or max(off[a:b]) + group.nbytes <= peak:
+            for i in range(a, b):
+                off[i] += group.nbytes
+            dropped.add(group.storage)
+    if not dropped:
+        return plan
+    names = {m for g in plan.groups if g.storage in dropped for m in g.members}
+    entries = [
+        dataclasses.replace(e, decision="keep", reason=NO_GAIN_REASON) if e.name in names else e
+        for e in plan.entries
+    ]
+    groups = [g for g in plan.groups if g.storage not in dropped]
+    log.debug("offload_pass: %s keeps %d copies that would not lower the peak", plan.graph_id, len(dropped))
+    return dataclasses.replace(plan, entries=entries, groups=groups)

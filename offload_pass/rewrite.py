@@ -5,12 +5,14 @@ config. Gives: the same graph modules, edited in place and linted:
 
 forward   x = producer(...)
           x_host = offload_pass.offload(x)          right after the producer
-          ...                                       (up to ``max_inflight`` copies in flight)
-          offload_pass.release(x, x_host)           x's last use: its memory is freed here
+          ...                                       where the copy is predicted to have landed
+          offload_pass.release(x, x_host)           (or ``max_inflight`` copies later); x's
+                                                    memory is freed here
           return (..., x_host, ...)                 the host copy is what backward gets
 
 backward  x_host = placeholder                      same position as before
-          x_dev = offload_pass.reload(x_host, dev)  ``prefetch`` groups ahead of first use
+          x_dev = offload_pass.reload(x_host, dev)  where the cost model schedules it
+                                                    (or ``prefetch`` reloads ahead of first use)
           offload_pass.wait_reload(x_dev)           right before the first consumer
           consumer(x_dev)
 
@@ -40,6 +42,7 @@ CREATED_KEY = "offload_pass"
 @dataclasses.dataclass
 class _Copy:
     source: str  # forward node copied to host
+    group: str  # storage of its plan group (the key of the reload schedule)
     members: list[str]  # saved values it stands for
     # member -> (size, stride, storage offset) to rebuild it as a view of the
     # reloaded source; None means the member is the source itself.
@@ -56,10 +59,10 @@ def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
             for name in group.members:
                 val = fw_nodes[name].meta["val"]
                 views[name] = (tuple(val.size()), tuple(val.stride()), val.storage_offset() - root_offset)
-            copies.append(_Copy(group.storage, list(group.members), views))
+            copies.append(_Copy(group.storage, group.storage, list(group.members), views))
         else:
             for name in group.members:
-                copies.append(_Copy(name, [name], {name: None}))
+                copies.append(_Copy(name, group.storage, [name], {name: None}))
     return copies
 
 
@@ -92,7 +95,11 @@ def _alias_last_use(root: fx.Node, pos: dict[fx.Node, int]) -> fx.Node:
 
 
 def _rewrite_forward(
-    fw_gm: fx.GraphModule, copies: list[_Copy], positions: dict[str, int], config: OffloadConfig
+    fw_gm: fx.GraphModule,
+    copies: list[_Copy],
+    positions: dict[str, int],
+    config: OffloadConfig,
+    release_after: Optional[dict[str, str]],
 ) -> None:
     graph = fw_gm.graph
     nodes = {n.name: n for n in graph.nodes}
@@ -117,11 +124,16 @@ def _rewrite_forward(
     # never before the last forward use of its storage.
     pos = {n: i for i, n in enumerate(graph.nodes)}
     anchors = []
+    group_of = {c.source: c.group for c in copies}
     for i, (source, host) in enumerate(issued):
-        j = i + config.max_inflight
-        target = issued[j][1] if j < len(issued) else output.prev
+        if release_after is not None:
+            target = nodes[release_after[group_of[source.name]]]
+        else:
+            j = i + config.max_inflight
+            target = issued[j][1] if j < len(issued) else output.prev
         last_use = _alias_last_use(storage_root(source)[0], pos)
-        anchors.append(max(target, last_use, key=pos.__getitem__))
+        # Never before the copy is issued, nor before the last use.
+        anchors.append(max(target, last_use, host, key=pos.__getitem__))
     for (source, host), anchor in zip(issued, anchors):
         with graph.inserting_after(anchor):
             _new_node(graph, OPS["release"], (source, host), fake_mode)
@@ -133,9 +145,16 @@ def _rewrite_forward(
     output.args = (tuple(args),)
 
 
-def _rewrite_backward(bw_gm: fx.GraphModule, copies: list[_Copy], fw_nodes: dict[str, fx.Node], config: OffloadConfig) -> None:
+def _rewrite_backward(
+    bw_gm: fx.GraphModule,
+    copies: list[_Copy],
+    fw_nodes: dict[str, fx.Node],
+    config: OffloadConfig,
+    reload_before: Optional[dict[str, str]],
+) -> None:
     graph = bw_gm.graph
     placeholders = {n.name: n for n in graph.find_nodes(op="placeholder")}
+    by_name = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
     order = {n: i for i, n in enumerate(graph.nodes)}
     first_compute = next(n for n in graph.nodes if n.op != "placeholder")
@@ -153,8 +172,11 @@ def _rewrite_backward(bw_gm: fx.GraphModule, copies: list[_Copy], fw_nodes: dict
         for m in copy.members:
             placeholders[m].meta["val"] = _host_fake(source_val, fake_mode)
         consumer = anchors[j]
-        k = j - config.prefetch
-        issue_at = anchors[k] if k >= 0 else first_compute
+        if reload_before is not None:
+            issue_at = by_name[reload_before[copy.group]]
+        else:
+            k = j - config.prefetch
+            issue_at = anchors[k] if k >= 0 else first_compute
         with graph.inserting_before(issue_at):
             dev = _new_node(graph, OPS["reload"], (host_ph, source_val.device), fake_mode, f"{copy.source}_reload")
         with graph.inserting_before(consumer):
@@ -178,8 +200,17 @@ def _host_fake(val: torch.Tensor, fake_mode) -> torch.Tensor:
 
 
 def rewrite_graphs(
-    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, config: OffloadConfig
+    fw_gm: fx.GraphModule,
+    bw_gm: fx.GraphModule,
+    plan: OffloadPlan,
+    config: OffloadConfig,
+    reload_before: Optional[dict[str, str]] = None,
+    release_after: Optional[dict[str, str]] = None,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """The cost model's schedule, when given: ``release_after[storage]``: the
+    forward node after which that group's device memory is released;
+    ``reload_before[storage]``: the backward node before which its reload is
+    issued. None: ``config.max_inflight`` / ``config.prefetch`` (fixed)."""
     if not plan.groups:
         return fw_gm, bw_gm
     positions = saved_positions(fw_gm, bw_gm)
@@ -188,8 +219,8 @@ def rewrite_graphs(
         if entry.name in fw_nodes:
             fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
     copies = _copies(plan, fw_nodes)
-    _rewrite_forward(fw_gm, copies, positions, config)
-    _rewrite_backward(bw_gm, copies, fw_nodes, config)
+    _rewrite_forward(fw_gm, copies, positions, config, release_after)
+    _rewrite_backward(bw_gm, copies, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
         gm.graph.lint()
         gm.recompile()

@@ -49,7 +49,7 @@ def test_bad_roles_and_region_args(model):
 
 def test_roles_on_module_without_fused_ops(model):
     offload_pass.offload_modules(model, "layers.0.mlp", roles=["act"])
-    backend = offload_pass.make_backend(min_bytes=0, keep_first_in_backward=0)
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     with pytest.raises(Exception, match=re.escape("module layers.0.mlp asks for roles ['act'] but it has no fused op with roles")):
         torch.compile(model, backend=backend)(torch.randn(2, 8, 32))
 
@@ -81,7 +81,7 @@ def test_config_errors():
 
 def test_disabled_pass_plans_without_rewrite(model):
     offload_pass.offload_modules(model, "layers.0.mlp")
-    backend = offload_pass.make_backend(min_bytes=0, keep_first_in_backward=0, disabled_passes=("offload",))
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, disabled_passes=("offload",))
     torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
     plan = backend.plans[-1]
     assert plan.offloaded == ["mm_2", "view_8"] and not plan.rewritten

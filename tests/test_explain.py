@@ -13,6 +13,10 @@ def test_explain_default_factory():
     assert "offload plan graph 0" in out.stdout
     assert "offloaded by module layers.0.attn" in out.stdout
     assert "+mm_2_host = offload_pass.offload(mm_2, True, -1)" in out.stdout
+    # The last layer's tensors come back first in backward: offloading them
+    # would not lower the peak, and the plan says so.
+    assert "mm_6_host" not in out.stdout
+    assert "would not lower the predicted peak (keep_if_no_gain)" in out.stdout
     assert "+offload_pass.wait_reload(" in out.stdout
 
 

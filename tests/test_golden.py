@@ -34,7 +34,7 @@ CASES = {
 def render_case(name):
     model = make_decoder(layers=1, hidden=32, heads=4)
     CASES[name](model)
-    backend = offload_pass.make_backend(min_bytes=0, keep_first_in_backward=0)
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
     graphs = backend.graphs[-1]
     return (

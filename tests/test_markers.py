@@ -10,7 +10,7 @@ from offload_pass.models import make_decoder
 def test_changing_marks_recompiles_with_new_plan():
     model = make_decoder(layers=2, hidden=32, heads=4)
     x = torch.randn(2, 8, 32)
-    backend = offload_pass.make_backend(min_bytes=0, keep_first_in_backward=0)
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     compiled = torch.compile(model, backend=backend)
     offload_pass.offload_modules(model, "layers.0.mlp")
     compiled(x).backward()
@@ -50,7 +50,7 @@ def test_fresh_process_cache_does_not_skip_the_pass(tmp_path, monkeypatch):
             torch._dynamo.reset()
             model = make_decoder(layers=1, hidden=32, heads=4)
             offload_pass.offload_modules(model, layer)
-            backend = offload_pass.make_backend(min_bytes=0, keep_first_in_backward=0)
+            backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
             runtime.reset_stats()
             torch.compile(model, backend=backend)(x).backward()
             plans.append(backend.plans[-1].offloaded)

@@ -15,7 +15,7 @@ def offloaded_modules(plan):
 
 
 def compile_and_plan(model, x, **config):
-    backend = offload_pass.make_backend(**({"min_bytes": 0, "keep_first_in_backward": 0} | config))
+    backend = offload_pass.make_backend(**({"min_bytes": 0, "keep_if_no_gain": False} | config))
     torch.compile(model, backend=backend)(x).backward()
     assert len(backend.plans) == 1
     return backend.plans[-1]
