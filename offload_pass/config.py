@@ -33,7 +33,7 @@ class OffloadConfig:
     prefetch_bytes: for ``schedule="cost"``: an extra bound on the bytes that
         reloads may hold ahead of their consumers (None: only the predicted
         peak bounds them). Measured on the H100: bounding it to the largest
-        copy serialised the reloads and cost 4.5 ms a step (docs/benchmarks.md).
+        copy serialised the reloads: 36.0 against 31.6 ms a step (docs/benchmarks.md).
     bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
         the cost model; None measures it once per device and caches it.
     keep_if_no_gain: keep a marked tensor on device when offloading it would

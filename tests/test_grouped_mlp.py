@@ -152,3 +152,20 @@ def test_compiled_forward_saves_fc1_act_fc2():
     assert fc1_input in saved
     # Weights are saved as the graph inputs they are.
     assert fused.args[1] in saved and fused.args[2] in saved
+
+
+def test_fused_mlp_has_flop_counts_for_the_cost_model():
+    # Without a formula the cost model sees the fused MLP as free and issues
+    # its reloads too late (measured on the H100: 4.4 ms predicted for a
+    # 10.7 ms forward).
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x, w1, w2 = torch.randn(64, 32), torch.randn(4, 32, 128), torch.randn(4, 64, 32)
+    fc1_and_fc2 = 2 * 64 * 32 * 128 + 2 * 64 * 64 * 32
+    with FlopCounterMode(display=False) as forward:
+        torch.ops.offload_pass.grouped_mlp_fwd(x, w1, w2, [16] * 4, "swiglu")
+    out, act, fc2 = torch.ops.offload_pass.grouped_mlp_fwd(x, w1, w2, [16] * 4, "swiglu")
+    with FlopCounterMode(display=False) as backward:
+        torch.ops.offload_pass.grouped_mlp_bwd(torch.ones_like(out), x, act, fc2, w1, w2, [16] * 4, "swiglu")
+    assert forward.get_total_flops() == fc1_and_fc2
+    assert backward.get_total_flops() == 2 * fc1_and_fc2
