@@ -304,6 +304,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
                 by_role[e.role] = by_role.get(e.role, 0) + e.nbytes / 2**20
         result["predicted_peak_mib"] = (plan.predicted_peak_before / 2**20, plan.predicted_peak_after / 2**20)
         result["cost_profile"] = plan.cost_profile
+        # mode="auto" / "budget": the selection's own prediction, to set
+        # against the measured step and peak.
+        result["predicted_step_ms"] = plan.predicted_step_ms
+        result["selection"] = plan.selection
     result.update({
         "step_ms": statistics.median(times),
         "forward_ms": statistics.median(forward_times),

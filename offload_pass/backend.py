@@ -32,7 +32,8 @@ from .config import OffloadConfig
 from .markers import active_marks
 from .graph_text import render_graph
 from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
-from .plan import OffloadPlan, keep_offloads_without_gain, plan_saved_tensors
+from .plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
+from .selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
 from .rewrite import rewrite_graphs
 from .saved_set import check_requested_roles, collect_saved_tensors
 from .timeline import Timeline, offload_intervals, simulate_step
@@ -169,7 +170,9 @@ class OffloadBackend:
         if not plan.groups:
             return plan, None, None
         intervals = offload_intervals(fw_gm, bw_gm, plan.groups)
-        if config.keep_if_no_gain:
+        if config.mode != "marked":
+            plan = self._select(fw_gm, bw_gm, plan, timeline)
+        elif config.keep_if_no_gain:
             plan = keep_offloads_without_gain(plan, timeline.live_bytes, intervals)
         if config.schedule != "cost" or not plan.groups:
             return plan, None, None
@@ -196,6 +199,45 @@ class OffloadBackend:
             sum(estimate_node_ms(bw_gm, profile)),
         )
         return plan, release_after, reload_before
+
+
+    def _select(
+        self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, timeline: Timeline
+    ) -> OffloadPlan:
+        """mode="auto" / "budget": keep the candidate copies the selection
+        does not choose, and record its prediction in the plan."""
+        config = self.config
+        profile = device_profile(_device_of(fw_gm), config.bandwidth_gbps)
+        split = timeline.phases.count("forward")
+        fw_ms = estimate_node_ms(fw_gm, profile)[:split]
+        bw_ms = estimate_node_ms(bw_gm, profile)[: len(timeline.live_bytes) - split]
+        candidates = candidates_from_graphs(fw_gm, bw_gm, plan.groups)
+        speeds = (profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
+        base = simulate_offload(fw_ms, bw_ms, timeline.live_bytes, [], *speeds)
+        if config.mode == "auto":
+            chosen, predicted = choose_auto(fw_ms, bw_ms, timeline.live_bytes, candidates, *speeds, config.max_overhead)
+            note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
+            reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
+        else:
+            budget = config.memory_budget
+            target = int(budget * base.peak) if isinstance(budget, float) else budget
+            chosen, predicted = choose_for_budget(fw_ms, bw_ms, timeline.live_bytes, candidates, *speeds, target)
+            note = f"mode=budget ({target / 2**20:.2f} MiB)"
+            if predicted.peak > target:
+                note += (
+                    f": out of reach by offload alone, by {(predicted.peak - target) / 2**20:.2f} MiB "
+                    f"(lowest predicted peak {predicted.peak / 2**20:.2f} MiB)"
+                )
+                log.warning("offload_pass: %s %s", plan.graph_id, note)
+            reason = "not chosen by mode=budget: not needed to reach the budget"
+        keys = {c.key for c in chosen}
+        plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
+        plan.selection = (
+            f"{note}: chose {len(chosen)} of {len(candidates)} copies, predicted peak "
+            f"{base.peak / 2**20:.2f} -> {predicted.peak / 2**20:.2f} MiB"
+        )
+        plan.predicted_step_ms = (base.step_ms, predicted.step_ms)
+        return plan
 
 
 def _device_of(gm: fx.GraphModule) -> torch.device:

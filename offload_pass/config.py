@@ -8,7 +8,7 @@ never be served a graph compiled under the old one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Union
 
 __all__ = ["OffloadConfig"]
 
@@ -42,6 +42,16 @@ class OffloadConfig:
     max_inflight: for ``schedule="fixed"``: forward copies allowed in flight;
         when one more starts, the oldest is released (the compute stream waits for it and its device
         memory is freed). Bounds device memory held by pending copies.
+    mode: which marked tensors are offloaded. "marked" (default): every one
+        the marks ask for (less what keep_if_no_gain trims). "auto": among
+        them (or among all eligible activations when nothing is marked), the
+        set the cost model predicts frees the most memory at the peak with
+        the step at most ``max_overhead`` slower than without offload.
+        "budget": the set that brings the predicted peak to
+        ``memory_budget`` with the least predicted slowdown.
+    max_overhead: for mode="auto": the allowed predicted slowdown (0.02 = 2 %).
+    memory_budget: for mode="budget": the peak to reach, in bytes (an int) or
+        as a fraction of the predicted peak without offload (a float in (0, 1]).
     host_memory_limit: bytes of host memory the offloaded copies may hold at
         once (None: no cap). Past it a tensor stays on device, with a warning.
     keep_first_in_backward: the first N offloadable storages in backward order
@@ -60,6 +70,9 @@ class OffloadConfig:
     max_inflight: int = 2
     keep_if_no_gain: bool = True
     keep_first_in_backward: int = 0
+    mode: str = "marked"
+    max_overhead: float = 0.02
+    memory_budget: Optional[Union[int, float]] = None
     host_memory_limit: Optional[int] = None
     disabled_passes: tuple[str, ...] = ()
 
@@ -86,6 +99,28 @@ class OffloadConfig:
             raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a number > 0, got {self.bandwidth_gbps!r}")
         if not isinstance(self.keep_if_no_gain, bool):
             raise ValueError(f"OffloadConfig.keep_if_no_gain must be a bool, got {self.keep_if_no_gain!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"OffloadConfig.mode must be one of {list(MODES)}, got {self.mode!r}")
+        if isinstance(self.max_overhead, bool) or not isinstance(self.max_overhead, (int, float)) or self.max_overhead < 0:
+            raise ValueError(f"OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %), got {self.max_overhead!r}")
+        budget = self.memory_budget
+        if self.mode == "budget" and budget is None:
+            raise ValueError(
+                "OffloadConfig(mode='budget') needs memory_budget: bytes (an int) or a fraction "
+                "of the peak without offload (a float in (0, 1])"
+            )
+        if budget is not None and (
+            isinstance(budget, bool)
+            or not isinstance(budget, (int, float))
+            or (isinstance(budget, int) and budget < 0)
+            or (isinstance(budget, float) and not 0 < budget <= 1)
+        ):
+            raise ValueError(
+                "OffloadConfig.memory_budget must be bytes (an int >= 0) or a fraction of the peak "
+                f"without offload (a float in (0, 1]), got {budget!r}"
+            )
+        if budget is not None and self.mode != "budget":
+            raise ValueError(f"OffloadConfig.memory_budget applies to mode='budget' only (mode is {self.mode!r})")
         if self.host_memory_limit is not None and (
             not isinstance(self.host_memory_limit, int) or self.host_memory_limit < 0
         ):
@@ -117,3 +152,4 @@ class OffloadConfig:
 
 KNOWN_PASSES = ("offload",)
 SCHEDULES = ("cost", "fixed")
+MODES = ("marked", "auto", "budget")

@@ -200,7 +200,7 @@ def _flops(node: fx.Node) -> int:
         return 0
 
 
-def _group_bytes(group, nodes_by_name: dict[str, fx.Node]) -> int:
+def group_bytes(group, nodes_by_name: dict[str, fx.Node]) -> int:
     """A copy's bytes; with symbolic sizes (0 in the plan) the hinted sizes
     of its members, so a dynamic graph's copies are not scheduled as free."""
     if group.nbytes:
@@ -331,7 +331,7 @@ def reload_schedule(
     for group in groups:
         uses = [index[u] for m in group.members if m in placeholders for u in placeholders[m].users if u in index]
         if uses:
-            reloads.append(Reload(group.storage, _group_bytes(group, placeholders), min(uses)))
+            reloads.append(Reload(group.storage, group_bytes(group, placeholders), min(uses)))
     reloads.sort(key=lambda r: r.consumer)
     node_ms = estimate_node_ms(bw_gm, profile)[: len(nodes)]
     issue = schedule_reloads(
@@ -424,7 +424,7 @@ def release_schedule(
     for group in groups:
         root = storage_root(by_name[group.members[0]])[0]
         issued = index[root]
-        nbytes = _group_bytes(group, by_name)
+        nbytes = group_bytes(group, by_name)
         copies.append(CopyOut(group.storage, nbytes, issued, max(issued, last_use.get(root, issued))))
     node_ms = estimate_node_ms(fw_gm, profile)[: len(nodes)]
     release = schedule_releases(node_ms, forward_live, copies, profile.bytes_per_ms("d2h"), ceiling)

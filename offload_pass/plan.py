@@ -77,6 +77,10 @@ class OffloadPlan:
     # The cost model's compute time of the forward and backward graphs (ms),
     # copies aside: what its release and reload points were placed against.
     predicted_compute_ms: Optional[tuple[float, float]] = None
+    # mode="auto" / "budget": the predicted step (ms) without offload and with
+    # the chosen copies, and what the choice was.
+    predicted_step_ms: Optional[tuple[float, float]] = None
+    selection: Optional[str] = None
 
     @property
     def predicted_reduction(self) -> Optional[int]:
@@ -132,6 +136,11 @@ class OffloadPlan:
                 f"{self.predicted_peak_after / 2**20:.2f} MiB "
                 f"(-{self.predicted_reduction / 2**20:.2f} MiB)"
             )
+        if self.selection is not None:
+            lines.append(self.selection)
+        if self.predicted_step_ms is not None:
+            without, chosen = self.predicted_step_ms
+            lines.append(f"predicted step {without:.2f} -> {chosen:.2f} ms ({chosen / without - 1:+.1%})" if without else f"predicted step {chosen:.2f} ms")
         if self.predicted_compute_ms is not None:
             forward, backward = self.predicted_compute_ms
             lines.append(
@@ -141,8 +150,13 @@ class OffloadPlan:
         return "\n".join(lines)
 
 
-def eligibility(t: SavedTensor) -> tuple[bool, str]:
-    """Whether one saved tensor may be offloaded on its own, and why (not)."""
+AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
+
+
+def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[bool, str]:
+    """Whether one saved tensor may be offloaded on its own, and why (not).
+    ``unmarked_are_candidates``: mode "auto"/"budget" with nothing marked,
+    where every activation is a candidate."""
     if t.kind == "symint":
         return False, "symbolic int"
     if t.kind == "parameter":
@@ -153,17 +167,20 @@ def eligibility(t: SavedTensor) -> tuple[bool, str]:
         return False, "model output (or shares its storage)"
     if t.asked == "keep":
         return False, f"kept by {t.asked_by}"
-    if t.asked is None:
+    if t.asked is None and not (unmarked_are_candidates and not t.asked_by):
         return False, t.asked_by or "not marked"
     if not t.symbolic and t.nbytes == 0:
         return False, "empty tensor"
-    return True, f"offloaded by {t.asked_by}"
+    return True, f"offloaded by {t.asked_by}" if t.asked else AUTO_CANDIDATE
 
 
 def plan_saved_tensors(
     saved: Sequence[SavedTensor], config: OffloadConfig, graph_id: str = ""
 ) -> OffloadPlan:
-    verdicts = {t.name: eligibility(t) for t in saved}
+    # Automatic modes choose among the marked tensors, or among all of them
+    # when nothing is marked.
+    unmarked = config.mode != "marked" and not any(t.asked == "offload" for t in saved)
+    verdicts = {t.name: eligibility(t, unmarked) for t in saved}
     by_storage: dict[str, list[SavedTensor]] = {}
     for t in saved:
         if t.kind != "symint":
@@ -261,11 +278,18 @@ def keep_offloads_without_gain(
             dropped.add(group.storage)
     if not dropped:
         return plan
-    names = {m for g in plan.groups if g.storage in dropped for m in g.members}
+    log.debug("offload_pass: %s keeps %d copies that would not lower the peak", plan.graph_id, len(dropped))
+    return keep_groups(plan, dropped, NO_GAIN_REASON)
+
+
+def keep_groups(plan: OffloadPlan, storages: set[str], reason: str) -> OffloadPlan:
+    """``plan`` with the copies of ``storages`` kept on device, for ``reason``."""
+    if not storages:
+        return plan
+    names = {m for g in plan.groups if g.storage in storages for m in g.members}
     entries = [
-        dataclasses.replace(e, decision="keep", reason=NO_GAIN_REASON) if e.name in names else e
+        dataclasses.replace(e, decision="keep", reason=reason) if e.name in names else e
         for e in plan.entries
     ]
-    groups = [g for g in plan.groups if g.storage not in dropped]
-    log.debug("offload_pass: %s keeps %d copies that would not lower the peak", plan.graph_id, len(dropped))
+    groups = [g for g in plan.groups if g.storage not in storages]
     return dataclasses.replace(plan, entries=entries, groups=groups)

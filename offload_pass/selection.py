@@ -1,0 +1,235 @@
+"""Stage 3d, automatic selection (``OffloadConfig(mode="auto" | "budget")``):
+which of the candidate copies to make.
+
+Takes: plain numbers (estimated node times of the forward and backward
+graphs, device bytes alive at each point without offload, and per candidate
+copy its bytes, producer, last forward use and first backward consumer) and
+the copy bandwidth per direction. Gives: the chosen set, with the predicted
+step time and peak of that choice.
+
+The model (``simulate_offload``): copies queue one after the other on the
+device->host stream from the end of their producer; a copy's device memory
+is free from the first node ending after it landed (not before its last
+forward use) until its reload is issued. A copy that has not landed when the
+forward's compute ends makes the forward wait for it. Reloads queue on the
+host->device stream, each issued as late as lets it land before its
+consumer; a chain that would have to start before the backward does makes
+the backward wait that long. The step is forward + backward compute plus
+those two waits; the peak is the highest point of memory over the step.
+
+``choose_auto`` maximises the peak reduction with the predicted step within
+``max_overhead`` of no offload; ``choose_for_budget`` reaches a peak budget
+with the least predicted step time. Both are greedy (one candidate at a
+time, the best by their criterion); ``tests/test_selection.py`` checks them
+against brute force on small cases.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Optional, Sequence
+
+import torch.fx as fx
+
+from .annotations import storage_root
+from .cost_model import group_bytes
+
+__all__ = ["Candidate", "Prediction", "simulate_offload", "choose_auto", "choose_for_budget"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    key: str  # the copy's storage name
+    nbytes: int
+    produced: int  # forward node index of its producer
+    free_from: int  # forward node index of its last forward use
+    consumer: int  # backward node index of its first consumer (len(bw) if none)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    step_ms: float
+    peak: int
+    forward_wait_ms: float
+    backward_wait_ms: float
+
+
+def _ends(ms: Sequence[float]) -> list[float]:
+    out, total = [], 0.0
+    for t in ms:
+        total += t
+        out.append(total)
+    return out
+
+
+def simulate_offload(
+    fw_ms: Sequence[float],
+    bw_ms: Sequence[float],
+    live: Sequence[int],
+    chosen: Sequence[Candidate],
+    d2h_bytes_per_ms: float,
+    h2d_bytes_per_ms: float,
+) -> Prediction:
+    """Predicted step time and peak with ``chosen`` offloaded. ``live``: bytes
+    alive at each forward point, then each backward point, without offload."""
+    n_fw = len(fw_ms)
+    fw_end, bw_end = _ends(fw_ms), _ends(bw_ms)
+    fw_total = fw_end[-1] if fw_end else 0.0
+    bw_start = [e - t for e, t in zip(bw_end, bw_ms)]
+    off = [0] * len(live)
+    stream, last_landing = 0.0, 0.0
+    released: dict[str, int] = {}
+    for c in sorted(chosen, key=lambda c: (c.produced, c.key)):
+        begin = max(fw_end[c.produced] if fw_end else 0.0, stream)
+        stream = begin + c.nbytes / d2h_bytes_per_ms
+        last_landing = max(last_landing, stream)
+        at = bisect.bisect_left(fw_end, stream, c.free_from)
+        released[c.key] = max(at, c.free_from) + 1  # free after that node
+    forward_wait = max(0.0, last_landing - fw_total)
+    # Backward: latest starts, from the last consumer back.
+    bound = float("inf")
+    issue_at: dict[str, int] = {}
+    earliest_start = 0.0
+    for c in sorted(chosen, key=lambda c: (c.consumer, c.key), reverse=True):
+        need = bw_start[c.consumer] if c.consumer < len(bw_start) else (bw_end[-1] if bw_end else 0.0)
+        bound = min(need, bound) - c.nbytes / h2d_bytes_per_ms
+        earliest_start = min(earliest_start, bound)
+        issue_at[c.key] = max(0, bisect.bisect_right(bw_start, bound) - 1)
+    backward_wait = max(0.0, -earliest_start)
+    for c in chosen:
+        start = min(released[c.key], n_fw)
+        end = n_fw + min(issue_at[c.key], c.consumer)
+        for i in range(start, end):
+            off[i] += c.nbytes
+    peak = max((a - b for a, b in zip(live, off)), default=0)
+    step = fw_total + (bw_end[-1] if bw_end else 0.0) + forward_wait + backward_wait
+    return Prediction(step, peak, forward_wait, backward_wait)
+
+
+def choose_auto(
+    fw_ms: Sequence[float],
+    bw_ms: Sequence[float],
+    live: Sequence[int],
+    candidates: Sequence[Candidate],
+    d2h_bytes_per_ms: float,
+    h2d_bytes_per_ms: float,
+    max_overhead: float,
+) -> tuple[list[Candidate], Prediction]:
+    """The most peak reduction with the step at most ``1 + max_overhead``
+    times the step without offload. Greedy: add the candidate that lowers
+    the peak most while the step stays within the limit (ties: the cheaper
+    in time); stop when none lowers it."""
+
+    def run(chosen):
+        return simulate_offload(fw_ms, bw_ms, live, chosen, d2h_bytes_per_ms, h2d_bytes_per_ms)
+
+    base = run([])
+    limit = base.step_ms * (1 + max_overhead)
+    chosen: list[Candidate] = []
+    current = base
+    remaining = list(candidates)
+    while remaining:
+        best: Optional[tuple[tuple[int, float], Candidate, Prediction]] = None
+        for c in remaining:
+            p = run(chosen + [c])
+            if p.step_ms > limit + 1e-9 or p.peak >= current.peak:
+                continue
+            score = (current.peak - p.peak, -p.step_ms)
+            if best is None or score > best[0]:
+                best = (score, c, p)
+        if best is None:
+            break
+        chosen.append(best[1])
+        remaining.remove(best[1])
+        current = best[2]
+    return chosen, current
+
+
+def choose_for_budget(
+    fw_ms: Sequence[float],
+    bw_ms: Sequence[float],
+    live: Sequence[int],
+    candidates: Sequence[Candidate],
+    d2h_bytes_per_ms: float,
+    h2d_bytes_per_ms: float,
+    budget: int,
+) -> tuple[list[Candidate], Prediction]:
+    """The least predicted step time with the peak at most ``budget`` bytes.
+    Greedy: add the candidate with the most peak reduction per millisecond
+    it adds (a free one first) until the budget is met; when no addition
+    lowers the peak, one swap of a chosen copy for another that does. If the
+    budget cannot be met, the result is the lowest peak reached; the caller
+    compares it with the budget."""
+
+    def run(chosen):
+        return simulate_offload(fw_ms, bw_ms, live, chosen, d2h_bytes_per_ms, h2d_bytes_per_ms)
+
+    chosen: list[Candidate] = []
+    current = run([])
+    remaining = list(candidates)
+    while current.peak > budget and remaining:
+        best: Optional[tuple[float, Candidate, Prediction]] = None
+        for c in remaining:
+            p = run(chosen + [c])
+            gain = current.peak - p.peak
+            if gain <= 0:
+                continue
+            cost = max(p.step_ms - current.step_ms, 1e-6)
+            if best is None or gain / cost > best[0]:
+                best = (gain / cost, c, p)
+        if best is None:
+            # Stuck above the budget: copies queue behind each other, so a
+            # copy chosen early can block a better one. Swap one out for one
+            # not chosen if that lowers the peak, then go on adding.
+            swap = _best_swap(chosen, remaining, current, run)
+            if swap is None:
+                break
+            out, into, current = swap
+            chosen[chosen.index(out)] = into
+            remaining[remaining.index(into)] = out
+            continue
+        chosen.append(best[1])
+        remaining.remove(best[1])
+        current = best[2]
+    return chosen, current
+
+
+def _best_swap(chosen, remaining, current: Prediction, run):
+    best = None
+    for out in chosen:
+        for into in remaining:
+            p = run([c for c in chosen if c is not out] + [into])
+            if p.peak < current.peak and (best is None or (p.peak, p.step_ms) < (best[2].peak, best[2].step_ms)):
+                best = (out, into, p)
+    return best
+
+
+def candidates_from_graphs(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, groups: Sequence) -> list[Candidate]:
+    """The plan's copy groups as ``Candidate``s, indexed like
+    ``timeline.simulate_step``'s points (each graph's nodes, output aside)."""
+    fw_nodes = [n for n in fw_gm.graph.nodes if n.op != "output"]
+    bw_nodes = [n for n in bw_gm.graph.nodes if n.op != "output"]
+    fw_index = {n: i for i, n in enumerate(fw_nodes)}
+    bw_index = {n: i for i, n in enumerate(bw_nodes)}
+    by_name = {n.name: n for n in fw_nodes}
+    placeholders = {n.name: n for n in bw_nodes if n.op == "placeholder"}
+    last_use: dict = {}
+    for node in fw_nodes:
+        for arg in node.all_input_nodes:
+            last_use[storage_root(arg)[0]] = fw_index[node]
+    out = []
+    for group in groups:
+        root = storage_root(by_name[group.members[0]])[0]
+        produced = fw_index[root]
+        uses = [bw_index[u] for m in group.members if m in placeholders for u in placeholders[m].users if u in bw_index]
+        out.append(
+            Candidate(
+                group.storage,
+                group_bytes(group, by_name),
+                produced,
+                max(produced, last_use.get(root, produced)),
+                min(uses) if uses else len(bw_nodes),
+            )
+        )
+    return out
