@@ -92,8 +92,10 @@ def simulate_offload(
     issue_at: dict[str, int] = {}
     earliest_start = 0.0
     for c in sorted(chosen, key=lambda c: (c.consumer, c.key), reverse=True):
-        need = bw_start[c.consumer] if c.consumer < len(bw_start) else (bw_end[-1] if bw_end else 0.0)
-        bound = min(need, bound) - c.nbytes / h2d_bytes_per_ms
+        if c.consumer >= len(bw_start):  # never read in backward: never reloaded
+            issue_at[c.key] = len(bw_start)
+            continue
+        bound = min(bw_start[c.consumer], bound) - c.nbytes / h2d_bytes_per_ms
         earliest_start = min(earliest_start, bound)
         issue_at[c.key] = max(0, bisect.bisect_right(bw_start, bound) - 1)
     backward_wait = max(0.0, -earliest_start)

@@ -34,6 +34,14 @@ def test_a_copy_that_fits_costs_nothing_and_frees_its_bytes():
     assert off.peak == 18
 
 
+def test_a_copy_never_read_in_backward_is_never_reloaded():
+    c = Candidate("unread", 2, produced=0, free_from=0, consumer=4)  # 4 = no backward node
+    p = simulate_offload([1] * 4, [1] * 4, [20] * 8, [c], BW, BW)
+    # Lands at 3 ms: off the device from point 3 to the end of the step.
+    assert p.step_ms == 8 and p.backward_wait_ms == 0 and p.peak == 20
+    assert simulate_offload([1] * 4, [1] * 4, [0, 0, 0, 0] + [20] * 4, [c], BW, BW).peak == 18
+
+
 def test_copies_longer_than_compute_make_both_passes_wait():
     c = Candidate("big", 10, produced=0, free_from=0, consumer=0)
     p = simulate_offload([1] * 4, [1] * 4, [0] * 8, [c], BW, BW)
