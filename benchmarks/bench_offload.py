@@ -75,6 +75,12 @@ def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
 def marked_modules(model: torch.nn.Module, what: str) -> tuple[list[str], object]:
     """(module names to mark, roles) for a --mark value."""
     n = len(model.layers)
+    if what == "none":  # with mode=auto / budget: every eligible saved tensor is a candidate
+        return [], None
+    if what.startswith(("mlp:", "layers:")):  # the MLP / attention + MLP of the first K layers
+        kind, k = what.split(":")
+        parts = ("mlp",) if kind == "mlp" else ("attn", "mlp")
+        return [f"layers.{i}.{m}" for i in range(int(k)) for m in parts], None
     if what.startswith("roles="):
         roles = what[len("roles="):].split("+")
         return [f"layers.{i}.experts" for i in range(n)], None if roles == ["all"] else roles
@@ -87,9 +93,16 @@ def marked_modules(model: torch.nn.Module, what: str) -> tuple[list[str], object
     if what.startswith("attn:"):  # the attention of the first K layers
         return [f"layers.{i}.attn" for i in range(int(what[len("attn:"):]))], None
     raise SystemExit(
-        f"unknown --mark {what!r}; valid: all, attn, attn-but-last, attn:K (first K layers), "
-        "roles=act+fc2, roles=all"
+        f"unknown --mark {what!r}; valid: none, all, attn, attn-but-last, attn:K / mlp:K / "
+        "layers:K (first K layers), roles=act+fc2, roles=all"
     )
+
+
+def variant_mark(name: str, default: str) -> str:
+    """"offload_pass[attn:3](...)" -> "attn:3": a marker set for this variant alone."""
+    if "[" in name.split("(")[0]:
+        return name[name.index("[") + 1 : name.index("]")]
+    return default
 
 
 def parse_overrides(name: str) -> dict[str, object]:
@@ -223,15 +236,17 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = build_model(args)
-    modules, roles = marked_modules(model, args.mark)
+    mark = variant_mark(name, args.mark)
+    modules, roles = marked_modules(model, mark)
     backend: object = "inductor"
     plan = None
     forward_context = contextlib.nullcontext
     functorch_patches: dict = {}
     inductor_patches: dict = {}
-    kind = name.split("(")[0]
+    kind = name.split("(")[0].split("[")[0]
     if kind == "offload_pass":
-        offload_pass.offload_modules(model, *modules, roles=roles)
+        if modules:
+            offload_pass.offload_modules(model, *modules, roles=roles)
         backend = offload_pass.make_backend(**({"min_bytes": args.min_bytes} | parse_overrides(name)))
     elif kind == "builtin":
         mode = name[name.index("(") + 1 : name.rindex(")")] if "(" in name else "sync"
@@ -252,7 +267,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         model.zero_grad(set_to_none=True)
         forward().backward()
 
-    result: dict = {"variant": name}
+    result: dict = {"variant": name, "mark": mark}
     with torch._functorch.config.patch(**functorch_patches), torch._inductor.config.patch(**inductor_patches):
         try:
             for _ in range(args.warmup):
@@ -291,7 +306,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
             if args.trace_dir:
                 os.makedirs(args.trace_dir, exist_ok=True)
                 safe = "".join(c if c.isalnum() else "_" for c in name)
-                trace = os.path.join(args.trace_dir, f"{args.mark.replace(':', '')}_{safe}.json.gz")
+                trace = os.path.join(args.trace_dir, f"{mark.replace(':', '')}_{safe}.json.gz")
             result["profile"] = profile_step(step, trace)
     offloaded_mib = None
     by_role: dict[str, float] = {}
@@ -307,6 +322,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         # mode="auto" / "budget": the selection's own prediction, to set
         # against the measured step and peak.
         result["predicted_step_ms"] = plan.predicted_step_ms
+        result["predicted_selection_peak_mib"] = (
+            None if plan.predicted_selection_peak is None
+            else tuple(b / 2**20 for b in plan.predicted_selection_peak)
+        )
         result["selection"] = plan.selection
     result.update({
         "step_ms": statistics.median(times),
@@ -393,6 +412,21 @@ def main() -> None:
         r["vs_floor"] = r["step_ms"] / r["floor_ms"]
         r["floor2_ms"] = max(ref["forward_ms"], out_ms) + max(ref["backward_ms"], in_ms)
         r["vs_floor2"] = r["step_ms"] / r["floor2_ms"]
+        # What can leave the device while the forward runs: bandwidth x the
+        # measured forward of plain Inductor (the copy-out window).
+        r["window_mib"] = bandwidth["d2h"] * 1e9 * ref["forward_ms"] / 1e3 / 2**20
+        r["freed_vs_window"] = r["peak_reduction_mib"] / r["window_mib"]
+        if r.get("predicted_step_ms"):
+            # The selection predicts from its own estimates; compare ratios to
+            # no offload (its absolute compute estimate is checked elsewhere).
+            without, chosen = r["predicted_step_ms"]
+            r["predicted_slowdown"] = chosen / without if without else None
+            r["slowdown_error"] = (r["predicted_slowdown"] - r["slowdown"]) / r["slowdown"] if without else None
+            r["predicted_step_error"] = (chosen - r["step_ms"]) / r["step_ms"]
+        if r.get("predicted_selection_peak_mib"):
+            without, chosen = r["predicted_selection_peak_mib"]
+            r["predicted_reduction_mib"] = without - chosen
+            r["predicted_peak_error"] = (chosen - r["peak_mib"]) / r["peak_mib"]
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -416,6 +450,8 @@ def main() -> None:
         "variant", "step_ms", "forward_ms", "peak_mib", "boundary_mib", "offloaded_mib",
         "peak_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2",
     ]
+    if any(r.get("predicted_step_ms") for r in results):
+        cols += ["freed_vs_window", "predicted_slowdown", "predicted_step_error", "predicted_peak_error"]
     print("| " + " | ".join(cols) + " |")
     for r in results:
         print("| " + " | ".join(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import warnings
 from collections import Counter
 from typing import Any, Callable, Optional, Sequence
 
@@ -29,7 +30,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_
 from . import runtime  # noqa: F401  (registers the ops)
 from .annotations import TensorMarkPass, annotate_requests, marks_digest
 from .config import OffloadConfig
-from .markers import active_marks
+from .markers import active_mark_key, active_marks, mark_key
 from .graph_text import render_graph
 from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
 from .plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
@@ -104,8 +105,11 @@ class OffloadBackend:
             "custom_partitioner_fn": _OffloadPartitioner(self, digest, active),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
+        planned = len(self.plans)
         with torch._functorch.config.patch(enable_autograd_cache=False):
-            return compile_fx(gm, example_inputs, config_patches=patches)
+            compiled = compile_fx(gm, example_inputs, config_patches=patches)
+        graph_id = f"graph {len(self.plans) - 1}" if len(self.plans) > planned else "a graph"
+        return _checking_marks(compiled, active, graph_id)
 
     def _partition(
         self, joint: fx.GraphModule, joint_inputs: Sequence[object], active: tuple[dict, ...], **kwargs: Any
@@ -237,6 +241,7 @@ class OffloadBackend:
             f"{base.peak / 2**20:.2f} -> {predicted.peak / 2**20:.2f} MiB"
         )
         plan.predicted_step_ms = (base.step_ms, predicted.step_ms)
+        plan.predicted_selection_peak = (base.peak, predicted.peak)
         return plan
 
 
@@ -268,6 +273,39 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) ->
             "mode='max-autotune-no-cudagraphs' or 'default', or compile without offload"
         )
     return patches
+
+
+def _under(marks: Sequence[dict]) -> str:
+    return f"inside {marks[-1].get('source', 'a mark')}" if marks else "outside any mark"
+
+
+def _checking_marks(compiled: Callable, active: Sequence[dict], graph_id: str) -> Callable:
+    """A frame compiled on its own after a graph break can be reused under
+    marks other than those it was compiled for, where Dynamo cannot tell them
+    apart (see markers.py): say so, once, when it happens. The gradients are
+    right either way; only what is offloaded differs from the marks."""
+    warned = []
+    key = mark_key(active)
+    compiled_under = _under(active)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not warned and active_mark_key() != key:
+            warned.append(True)
+            warnings.warn(
+                f"offload_pass: {graph_id} was compiled after a graph break {compiled_under} and "
+                f"now runs {_under(active_marks())}: "
+                "Dynamo cannot keep compiled frames apart by mark here (a function called "
+                "from a marked module and from an unmarked one, with a graph break inside), "
+                "so it offloads what its plan says, not what the marks here say. Mark every "
+                "module that runs this code alike, or move the graph break out of it "
+                "(gradients are unaffected).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return compiled(*args, **kwargs)
+
+    run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
+    return run
 
 
 def _uses_cuda(gm: fx.GraphModule) -> bool:

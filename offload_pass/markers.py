@@ -19,8 +19,10 @@ import difflib
 import functools
 import logging
 import re
+import sys
+import types
 import warnings
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -49,14 +51,133 @@ TENSOR_MARK_KEY = "offload_pass_tensor"
 ALL_ROLES = ("*",)
 
 _ORIG_FORWARD = "_offload_pass_orig_forward"
+_MODULE_MARK = "_offload_pass_mark"
+
+# Marks of the marked modules and regions running eagerly now, outermost
+# first. A module or region runs eagerly when nothing is compiled, or when
+# Dynamo broke the graph inside it and runs that frame without compiling it;
+# the functions it calls are then compiled as frames of their own, whose
+# graphs carry no annotation: the backend reads their marks from here.
 _ACTIVE: list[dict] = []
+_ACTIVE_KEYS: list[str] = []  # mark_key of each prefix of _ACTIVE
 
 
 def active_marks() -> tuple[dict, ...]:
-    """Marks of the marked modules whose forward is running eagerly now,
-    outermost first (see the forward wrapper)."""
+    """Marks of the marked modules and regions running eagerly now, outermost first."""
     return tuple(_ACTIVE)
-_MODULE_MARK = "_offload_pass_mark"
+
+
+def mark_key(marks: Sequence[dict]) -> str:
+    """What a frame compiled under ``marks`` depends on: the innermost mark
+    without its names (two modules marked alike may share their graphs)."""
+    if not marks:
+        return ""
+    innermost = marks[-1]
+    return repr((innermost.get("offload"), innermost.get("keep"), innermost.get("outer", ())))
+
+
+def active_mark_key() -> str:
+    """``mark_key(active_marks())``, without building it (called per graph call)."""
+    return _ACTIVE_KEYS[-1] if _ACTIVE_KEYS else ""
+
+
+# Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
+# compiled inside one marked module could be reused inside a module marked
+# otherwise (or not at all), after a graph break. Three layers keep that from
+# going unnoticed:
+# 1. the forward of a marked module, run eagerly under a compile, runs as a
+#    copy of its code per mark (Dynamo caches per code object), which covers
+#    a graph break in the marked module's own forward, both ways;
+# 2. where torch has compile-cache buckets (isolate_recompiles, torch 2.13),
+#    deeper frames compiled under a mark go to that mark's bucket (a bucket
+#    still reads the unmarked one, so this covers one way only);
+# 3. the backend checks at each call that a graph runs under the marks it
+#    was compiled for, and warns once when not.
+_eval_frame = torch._C._dynamo.eval_frame
+_set_bucket = getattr(_eval_frame, "set_eval_frame_isolate_recompiles_id", None)
+_get_bucket = getattr(_eval_frame, "get_eval_frame_isolate_recompiles_id", None)
+CACHE_BUCKETS = _set_bucket is not None and _get_bucket is not None
+_buckets: dict[tuple[int, str], int] = {}
+_forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = {}
+
+
+def _enter_bucket(key: str) -> Optional[int]:
+    """Switch Dynamo's cache to the bucket of ``key``; returns the bucket to
+    restore, or None where torch has no buckets."""
+    if not CACHE_BUCKETS:
+        return None
+    prior = _get_bucket()
+    bucket = _buckets.get((prior, key))
+    if bucket is None:
+        # Drawn from torch's own counter, so it never collides with a bucket
+        # of torch.compile(isolate_recompiles=True).
+        from torch._dynamo import eval_frame
+
+        bucket = _buckets[(prior, key)] = next(eval_frame._next_isolate_recompiles_id)
+    _set_bucket(bucket)
+    return prior
+
+
+def _leave_bucket(prior: Optional[int]) -> None:
+    if prior is not None:
+        _set_bucket(prior)
+
+
+def _forward_for_marks(orig: Callable, key: str) -> Callable:
+    """``orig`` (a bound forward) running a copy of its code that belongs to
+    ``key``: Dynamo then compiles and caches its frames apart from other marks."""
+    func = getattr(orig, "__func__", None)
+    owner = getattr(orig, "__self__", None)
+    if not isinstance(func, types.FunctionType) or owner is None:
+        return orig
+    copy = _forward_copies.get((func, key))
+    if copy is None:
+        code = func.__code__
+        # An extra, unused constant makes the copy differ from the original by
+        # value too: Dynamo keys its resume functions on code equality.
+        code = code.replace(co_consts=code.co_consts + (f"offload_pass marks {key}",))
+        copy = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+        copy.__kwdefaults__ = func.__kwdefaults__
+        copy.__qualname__ = func.__qualname__
+        _forward_copies[(func, key)] = copy
+    return types.MethodType(copy, owner)
+
+
+def _dynamo_running() -> bool:
+    """True inside a call of a torch.compile'd function or module (tracing or
+    running), where frames called from eager code get compiled."""
+    try:
+        callback = _eval_frame.get_eval_frame_callback()
+    except AttributeError:  # an internal that moved: assume plain eager
+        return False
+    return callback is not None and callback is not False
+
+
+@contextlib.contextmanager
+def _eager_mark(payload: dict, what: str) -> Iterator[None]:
+    """``payload`` is active (and its cache bucket current) inside the block.
+
+    A region left open inside the block (entered by hand, never exited)
+    would mark everything after it: that is an error naming where it opened.
+    """
+    _ACTIVE.append(payload)
+    _ACTIVE_KEYS.append(mark_key(_ACTIVE))
+    prior = _enter_bucket(_ACTIVE_KEYS[-1])
+    try:
+        yield
+    finally:
+        _leave_bucket(prior)
+        index = next((i for i in range(len(_ACTIVE) - 1, -1, -1) if _ACTIVE[i] is payload), -1)
+        left_open = _ACTIVE[index + 1:]
+        del _ACTIVE[max(index, 0):]
+        del _ACTIVE_KEYS[len(_ACTIVE):]
+    if left_open:
+        places = ", ".join(m.get("where", "?") for m in left_open)
+        raise RuntimeError(
+            f"offload_pass: {what} ended while the offload_region opened at {places} was "
+            "still open; open regions with `with offload_pass.offload_region():` so each "
+            "closes in the function that opens it"
+        )
 
 
 def _normalize_roles(roles: object, where: str) -> tuple[str, ...]:
@@ -225,12 +346,11 @@ def _install_forward(module: nn.Module, payload: dict) -> None:
         # graph around this call and compiles the frames inside on their
         # own. Those graphs carry no annotation, so the backend reads the
         # marks of the modules running now from this stack.
-        _ACTIVE.append(payload)
-        try:
+        with _eager_mark(payload, f"the forward of module {_display(payload['qualname'])}"):
             with annotate({MARK_KEY: payload}):
+                if _dynamo_running():
+                    return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
                 return orig(*args, **kwargs)
-        finally:
-            _ACTIVE.pop()
 
     # A new function object each time the mark changes: Dynamo guards on it,
     # so a changed mark recompiles instead of reusing the old graph.
@@ -302,7 +422,53 @@ def offload_region(enabled: bool = True, roles: Iterable[str] | None = None) -> 
         raise TypeError(f"offload_region: enabled must be True or False, got {enabled!r}")
     role_tuple = _normalize_roles(roles, "offload_region")
     mode = "offload" if enabled else "keep"
-    return annotate({MARK_KEY: {mode: role_tuple, "source": f"offload_region(enabled={enabled})"}})
+    payload = {mode: role_tuple, "source": f"offload_region(enabled={enabled})"}
+    if torch.compiler.is_compiling():
+        return annotate({MARK_KEY: payload})
+    caller = sys._getframe(1)
+    where = f"{caller.f_code.co_filename}:{caller.f_lineno} in {caller.f_code.co_name}"
+    return _EagerRegion({**payload, "source": f"{payload['source']} at {where}", "where": where})
+
+
+class _EagerRegion:
+    """``offload_region`` outside Dynamo's tracing: plain eager code, or a
+    frame Dynamo runs without compiling it (a graph break inside the region:
+    Dynamo cannot resume inside ``torch.fx.traceback.annotate``). Frames
+    compiled inside take the region's mark from ``active_marks()``."""
+
+    def __init__(self, payload: dict) -> None:
+        self.payload = payload
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        where = self.payload["where"]
+        if _dynamo_running():
+            _warn_once(
+                f"offload_pass: the offload_region at {where} runs eagerly inside a "
+                "torch.compile'd call, usually because of a graph break inside the region "
+                "(Dynamo cannot resume inside one). What that function computes itself is "
+                "neither compiled nor offloaded; the functions and modules it calls are "
+                "compiled on their own and keep the region's mark. Move the graph break out "
+                "of the region, or mark the module with offload_modules (module marks "
+                "survive graph breaks)."
+            )
+        self._stack.enter_context(_eager_mark(self.payload, f"the offload_region at {where}"))
+        self._stack.enter_context(annotate({MARK_KEY: self.payload}))
+
+    def __exit__(self, *exc: object) -> bool:
+        return bool(self._stack.__exit__(*exc))
+
+
+# Eager-only code: Dynamo must never compile these frames on their own (a
+# frame Dynamo runs eagerly calls them), while tracing still inlines
+# offload_region itself.
+for _fn in (
+    offload_region, _EagerRegion.__enter__, _EagerRegion.__exit__, _eager_mark.__wrapped__,
+    _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
+):
+    _skip_code = getattr(torch._dynamo.eval_frame, "skip_code", None)
+    if _skip_code is not None:  # without it Dynamo traces them, finds no op, and runs them
+        _skip_code(_fn.__code__)
 
 
 def _mark_tensors(tensors: tuple[object, ...], mode: str, api: str) -> object:

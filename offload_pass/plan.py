@@ -80,6 +80,9 @@ class OffloadPlan:
     # mode="auto" / "budget": the predicted step (ms) without offload and with
     # the chosen copies, and what the choice was.
     predicted_step_ms: Optional[tuple[float, float]] = None
+    # ... and the peak (bytes) the selection's two-stream simulation predicts
+    # without offload and with the chosen copies.
+    predicted_selection_peak: Optional[tuple[int, int]] = None
     selection: Optional[str] = None
 
     @property

@@ -183,6 +183,143 @@ def test_graph_break_inside_a_marked_module_keeps_the_marks():
     assert marked and all(e.decision == "offload" for e in marked if e.op != "placeholder"), backend.plans
 
 
+class TanhSub(nn.Module):
+    """A user module (not torch.nn's): Dynamo compiles its frame on its own
+    when the caller runs eagerly. It saves one internal tensor (the tanh)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.l2(torch.tanh(self.l1(x)))
+
+
+class RegionWithBreak(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = TanhSub(), TanhSub(), TanhSub()
+
+    def forward(self, x):
+        with offload_pass.offload_region():  # REGION_LINE
+            h = self.a(x)
+            torch._dynamo.graph_break()
+            h = self.b(h)
+        return self.c(h).sum()
+
+
+def _region_line():
+    import inspect
+
+    lines, start = inspect.getsourcelines(RegionWithBreak.forward)
+    return start + next(i for i, line in enumerate(lines) if "REGION_LINE" in line)
+
+
+def test_graph_break_inside_a_region_warns_and_keeps_the_marks_of_compiled_pieces():
+    x = torch.randn(8, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        backend = assert_same_training(RegionWithBreak(), lambda m: None, (x,))
+    messages = [str(w.message) for w in caught if "offload_region" in str(w.message)]
+    assert messages, [str(w.message) for w in caught]
+    assert f"{__file__}:{_region_line()} in forward" in messages[0], messages[0]
+    assert "graph break" in messages[0] and "offload_modules" in messages[0]
+    # Dynamo ran forward eagerly; a and b (inside the region) were compiled
+    # as frames of their own and offload their tanh, c (after it) keeps it.
+    tanh = {(e.decision, e.reason) for p in backend.plans for e in p.entries if e.op == "aten.tanh"}
+    where = f"{__file__}:{_region_line()} in forward"
+    assert tanh == {("offload", f"offloaded by offload_region(enabled=True) at {where}"), ("keep", "not marked")}, tanh
+    model = RegionWithBreak()
+    compiled = torch.compile(model, backend=backend)
+    compiled(x).backward()
+    runtime.reset_stats()
+    compiled(x).backward()
+    assert runtime.stats()["offload_calls"] == 2, runtime.stats()  # a's and b's tanh, not c's
+
+
+class ThreeBreakBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([BreakInside() for _ in range(3)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x.sum()
+
+
+@pytest.mark.parametrize("buckets", [True, False], ids=["cache-buckets", "no-cache-buckets"])
+@pytest.mark.parametrize("marked", ["blocks.0", "blocks.2"])
+def test_graph_break_in_one_of_several_like_modules_offloads_only_the_marked_one(marked, buckets, monkeypatch):
+    # The frames after the graph break are the same code for all three
+    # blocks: compiled under one block's mark they must not serve the others
+    # (marked first or last; with or without torch's cache buckets).
+    monkeypatch.setattr(offload_pass.markers, "CACHE_BUCKETS", buckets and offload_pass.markers.CACHE_BUCKETS)
+    x = torch.randn(8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        backend = assert_same_training(ThreeBreakBlocks(), lambda m: offload_pass.offload_modules(m, marked), (x,))
+    offloaded = {(e.module, e.op) for p in backend.plans for e in p.entries if e.decision == "offload"}
+    assert offloaded == {(marked, "aten.tanh")}, backend.plans
+    model = ThreeBreakBlocks()
+    offload_pass.offload_modules(model, marked)
+    compiled = torch.compile(model, backend=backend)
+    compiled(x).backward()
+    runtime.reset_stats()
+    compiled(x).backward()
+    assert runtime.stats()["offload_calls"] == 1, runtime.stats()
+
+
+def sin_of_tanh_then_break(h):
+    u = torch.sin(torch.tanh(h))  # saves the tanh, inside this frame
+    torch._dynamo.graph_break()
+    return u * 2
+
+
+class HelperBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.b(sin_of_tanh_then_break(self.a(x)))
+
+
+def test_graph_break_in_a_helper_of_marked_and_unmarked_modules_warns():
+    # The helper's frames are compiled first for the unmarked blocks, then
+    # reused inside the marked one: Dynamo cannot tell the two apart, so the
+    # backend must say so rather than silently keep what was marked.
+    model = nn.Sequential(HelperBlock(), HelperBlock(), HelperBlock())
+    offload_pass.offload_modules(model, "2")
+    compiled = torch.compile(model, backend=offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled(torch.randn(8, 16)).sum().backward()
+    messages = [str(w.message) for w in caught if "cannot keep compiled frames apart" in str(w.message)]
+    assert messages, [str(w.message) for w in caught]  # one per reused graph
+    assert "compiled after a graph break outside any mark and now runs inside module 2" in messages[0], messages[0]
+    assert "Mark every module that runs this code alike" in messages[0]
+
+
+class LeavesRegionOpen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = TanhSub()
+
+    def forward(self, x):
+        self.region = offload_pass.offload_region()  # OPEN_LINE
+        self.region.__enter__()
+        return self.inner(x)
+
+
+def test_region_left_open_past_a_marked_module_is_an_error_naming_it():
+    model = nn.Sequential(LeavesRegionOpen())
+    offload_pass.offload_modules(model, "0")
+    with pytest.raises(RuntimeError, match=r"module 0 ended while the offload_region opened at .*test_reliability.py:\d+ in forward was still open"):
+        model(torch.randn(4, 16))
+    assert offload_pass.markers.active_marks() == ()  # nothing leaks into later calls
+
+
 class Checkpointed(nn.Module):
     def __init__(self, policy):
         super().__init__()

@@ -165,6 +165,9 @@ def test_auto_keeps_gradients_and_explains_the_choice():
     without, chosen = plan.predicted_step_ms
     assert chosen <= without * 1.02
     assert "predicted step" in str(plan)
+    peak_without, peak_chosen = plan.predicted_selection_peak
+    assert peak_chosen < peak_without
+    assert f"predicted peak {peak_without / 2**20:.2f} -> {peak_chosen / 2**20:.2f} MiB" in plan.selection
 
 
 def test_auto_with_nothing_marked_considers_every_activation():
