@@ -286,7 +286,12 @@ def _check_backend_for_marks() -> bool:
         while fn is not None and seen < 16:
             if getattr(fn, "_is_offload_backend", False):
                 return True
-            fn = getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+            fn = (
+                getattr(fn, "_torchdynamo_orig_backend", None)
+                or getattr(fn, "compiler_fn", None)
+                # DDP: Dynamo calls DDPOptimizer.compile_fn, which holds the backend.
+                or getattr(getattr(fn, "__self__", None), "backend_compile_fn", None)
+            )
             seen += 1
     except Exception:  # an internal that moved: never let a check break tracing
         return True

@@ -82,6 +82,12 @@ def make_decoder(
 ) -> Decoder:
     torch.manual_seed(seed)
     model = Decoder(layers, hidden, heads, ffn or 4 * hidden)
+    # The loss is the mean square of the final RMSNorm's output: with that
+    # norm's weight at ones it is 1 for any input, and every layer's gradient
+    # would be ~1e-9 (from eps alone), too small for a gradient check to see
+    # a wrong value. A random weight gives the loss a direction.
+    with torch.no_grad():
+        model.norm.weight.normal_()
     return model.to(device=device, dtype=dtype)
 
 

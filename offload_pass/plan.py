@@ -156,6 +156,13 @@ class OffloadPlan:
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
 
 
+# Namespaces of the ops that distributed engines put in graphs (functional
+# collectives, c10d, FSDP, DTensor).
+COLLECTIVE_NAMESPACES = frozenset(
+    {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "_dtensor", "fsdp"}
+)
+
+
 def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[bool, str]:
     """Whether one saved tensor may be offloaded on its own, and why (not).
     ``unmarked_are_candidates``: mode "auto"/"budget" with nothing marked,
@@ -168,6 +175,10 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
         return False, "graph input" if not t.is_view else "view of a graph input"
     if t.kind == "output":
         return False, "model output (or shares its storage)"
+    if t.op.split(".")[0] in COLLECTIVE_NAMESPACES:
+        # A collective's output (tensor or sequence parallel traces them into
+        # the graph) belongs to the communication schedule: never moved.
+        return False, f"output of a collective ({t.op})"
     if t.asked == "keep":
         return False, f"kept by {t.asked_by}"
     if t.asked is None and not (unmarked_are_candidates and not t.asked_by):

@@ -65,6 +65,25 @@ def test_marks_under_another_backend_warn_and_run(model):
     assert any("compiled with another backend" in m and "backend=offload_pass.offload_backend" in m for m in messages), messages
 
 
+def test_marks_under_ddp_do_not_warn(model, tmp_path):
+    # DDP hands Dynamo its DDPOptimizer, which holds our backend: the marks
+    # work there, and the "another backend" warning must not fire.
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous", rank=0, world_size=1)
+    try:
+        offload_pass.offload_modules(model, "layers.*.mlp")
+        backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.compile(DistributedDataParallel(model), backend=backend)(torch.randn(2, 8, 32)).backward()
+    finally:
+        dist.destroy_process_group()
+    assert not [str(w.message) for w in caught if "another backend" in str(w.message)]
+    assert any(p.offloaded for p in backend.plans), backend.plans
+
+
 def test_mark_non_tensor():
     with pytest.raises(TypeError, match="mark_offload: argument 1 is a int, not a tensor"):
         offload_pass.mark_offload(torch.ones(1), 3)

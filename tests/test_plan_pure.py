@@ -7,9 +7,9 @@ from offload_pass.plan import plan_saved_tensors
 from offload_pass.saved_set import SavedTensor
 
 
-def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload", first_use=0, symbolic=False):
+def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload", first_use=0, symbolic=False, op="aten.mm"):
     return SavedTensor(
-        name=name, position=0, kind=kind, op="aten.mm", module="m", role=None, shape=(nbytes // 4,),
+        name=name, position=0, kind=kind, op=op, module="m", role=None, shape=(nbytes // 4,),
         dtype="float32", nbytes=nbytes, storage=storage or name, storage_nbytes=nbytes,
         is_view=storage is not None, symbolic=symbolic, asked=asked, asked_by="module m" if asked else "",
         backward_first_use=first_use,
@@ -72,3 +72,21 @@ def test_first_in_backward_kept():
     assert decisions(plan)["b"][1].startswith("needed first in backward")
     plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=2))
     assert plan.offloaded == ["a"]
+
+
+def test_collective_outputs_are_never_offloaded_even_when_marked():
+    # Under tensor / sequence parallel the functional collectives are in the
+    # graph, and the marked module's saved set can hold their outputs.
+    plan = plan_saved_tensors(
+        [
+            record("wait_tensor", op="_c10d_functional.wait_tensor"),
+            record("view_1", storage="wait_tensor", op="_c10d_functional.wait_tensor"),
+            record("mm"),
+        ],
+        OffloadConfig(min_bytes=0, keep_first_in_backward=0),
+    )
+    assert decisions(plan) == {
+        "wait_tensor": ("keep", "output of a collective (_c10d_functional.wait_tensor)"),
+        "view_1": ("keep", "output of a collective (_c10d_functional.wait_tensor)"),
+        "mm": ("offload", "offloaded by module m"),
+    }
