@@ -9,14 +9,8 @@ set -uo pipefail
 out=${1:?usage: run_auto_h100.sh OUT_DIR [h2048|h4096|moe ...]}
 shift
 models=${*:-h2048 h4096 moe}
-mkdir -p "$out"
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-bench() {
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" python benchmarks/bench_offload.py "$@" --json "$out/$name.json" > "$out/$name.txt" 2> "$out/$name.err"
-  echo "$name: exit $?"
-}
+out=$(realpath -m "$out")
+source "$(dirname "$0")/bench_lib.sh"
 auto="offload_pass[none](mode=auto;max_overhead=0.0),offload_pass[none](mode=auto),offload_pass[none](mode=auto;max_overhead=0.05),offload_pass[none](mode=auto;max_overhead=0.1),offload_pass[none](mode=auto;max_overhead=0.3)"
 budget="offload_pass[none](mode=budget;memory_budget=0.8),offload_pass[none](mode=budget;memory_budget=0.6)"
 for model in $models; do

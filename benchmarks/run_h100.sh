@@ -5,14 +5,8 @@
 # and OUT_DIR/benchmarks.png. About 8 minutes on an H100.
 set -uo pipefail
 out=${1:?usage: run_h100.sh OUT_DIR}
-mkdir -p "$out"
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-bench() {
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" python benchmarks/bench_offload.py "$@" --json "$out/$name.json" > "$out/$name.txt" 2> "$out/$name.err"
-  echo "$name: exit $?"
-}
+out=$(realpath -m "$out")
+source "$(dirname "$0")/bench_lib.sh"
 # Every attention and MLP marked, against every peer (a peer mode that
 # crashes on the installed torch is reported as such).
 bench h2048_all 180 --mark all --profile --variants \
