@@ -1,56 +1,101 @@
-"""What is alive on the GPU at the peak of one offloaded training step.
+"""What is alive on the GPU at the peak of one training step, measured and simulated.
 
 Records the CUDA caching allocator's history over one step (after warm-up),
-replays it to find the peak, and prints the blocks alive there grouped by
-where they were allocated (the offload_pass reload op, or the compiled graph's
-code line). Used to check that the peak holds what the schedule intends.
+replays it to find the peak, and prints the blocks alive there grouped by the
+line of the compiled graph (or offload_pass runtime op) that allocated them,
+with that line's text, then the allocations leading up to the peak. With
+offload it also prints the pass's simulated timeline (``timeline.simulate_step``
+on the rewritten graphs): its peak per phase and what it holds there, so the
+two can be compared. ``--out DIR`` writes the raw events, the simulated
+timeline and the compiled code there.
 
-  python benchmarks/memory_at_peak.py --layers 6 --hidden 2048 --seq 4096 --batch 2
+  python benchmarks/memory_at_peak.py --mark all --out /tmp/mem
+  python benchmarks/memory_at_peak.py --mark none          # plain Inductor
+  python benchmarks/memory_at_peak.py --model moe --layers 4 --batch 8 --mark roles=all
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
+import json
+import linecache
+import os
+import shutil
 
 import torch
 
 import offload_pass
-from offload_pass.models import make_decoder
+import offload_pass.backend as backend_module
+from offload_pass.models import make_decoder, make_moe
+from offload_pass.timeline import simulate_step
 
 
-def where(frames: list[dict]) -> str:
+def origin(frames: list[dict]) -> tuple[str, int, str]:
+    """(file, line, function) of the frame that explains an allocation: the
+    offload_pass runtime op, else the compiled graph's line, else autograd."""
+    for f in frames:
+        if "offload_pass/runtime.py" in f.get("filename", ""):
+            return f["filename"], f.get("line", 0), f"offload_pass.{f.get('name')}"
     for f in frames:
         name = f.get("filename", "")
-        if "offload_pass/runtime.py" in name:
-            return f"offload_pass.{f.get('name')}"
-    for f in frames:
-        name = f.get("filename", "")
-        if "torchinductor" in name or "/tmp/" in name:
-            return f"compiled:{f.get('name')}:{f.get('line')}"
+        if "torchinductor" in name or name.startswith("/tmp/"):
+            return name, f.get("line", 0), f.get("name", "")
     for f in frames:
         if "autograd" in f.get("filename", ""):
-            return f"autograd:{f.get('name')}"
-    return frames[0].get("name", "?") if frames else "?"
+            return f["filename"], f.get("line", 0), f"autograd:{f.get('name')}"
+    f = frames[0] if frames else {}
+    return f.get("filename", "?"), f.get("line", 0), f.get("name", "?")
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:9.1f} MiB"
+
+
+def build(args: argparse.Namespace):
+    if args.model == "moe":
+        model = make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=torch.bfloat16, device="cuda")
+    else:
+        model = make_decoder(args.layers, args.hidden, args.heads, dtype=torch.bfloat16, device="cuda")
+    n = len(model.layers)
+    if args.mark == "none":
+        return model, "inductor"
+    if args.mark == "all":
+        offload_pass.offload_modules(model, *[f"layers.{i}.{m}" for i in range(n) for m in ("attn", "mlp")])
+    elif args.mark.startswith("roles="):
+        roles = args.mark[len("roles="):].split("+")
+        offload_pass.offload_modules(
+            model, *[f"layers.{i}.experts" for i in range(n)], roles=None if roles == ["all"] else roles
+        )
+    else:
+        raise SystemExit(f"unknown --mark {args.mark!r}; valid: none, all, roles=R1+R2, roles=all")
+    overrides = {}
+    for item in filter(None, args.config.split(";")):
+        key, value = item.split("=", 1)
+        overrides[key] = json.loads(value)
+    return model, offload_pass.make_backend(**overrides)
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--model", default="decoder", choices=["decoder", "moe"])
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--ffn", type=int, default=2048, help="moe: per-expert ffn size")
+    p.add_argument("--experts", type=int, default=8)
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--prefetch", type=int, default=2)
-    p.add_argument("--max-inflight", type=int, default=2)
-    p.add_argument("--baseline", action="store_true", help="no offload, plain inductor")
+    p.add_argument("--mark", default="all", help="none (plain Inductor), all, roles=all, roles=fc1+act")
+    p.add_argument("--config", default="", help='OffloadConfig overrides, "key=json;key=json"')
+    p.add_argument("--before", type=int, default=30, help="allocations shown before the peak")
+    p.add_argument("--out", default=None, help="directory for raw events, timeline and compiled code")
     args = p.parse_args()
-    model = make_decoder(args.layers, args.hidden, args.heads, dtype=torch.bfloat16, device="cuda")
-    if args.baseline:
-        backend = "inductor"
-    else:
-        offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
-        backend = offload_pass.make_backend(prefetch=args.prefetch, max_inflight=args.max_inflight)
+
+    # Keep what the simulation holds at each point, for the comparison below.
+    backend_module.simulate_step = functools.partial(simulate_step, record_alive=True)
+    model, backend = build(args)
     compiled = torch.compile(model, backend=backend)
     x = torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):
@@ -58,31 +103,88 @@ def main() -> None:
         compiled(x).backward()
     torch.cuda.synchronize()
     model.zero_grad(set_to_none=True)
-    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
-    compiled(x).backward()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+    loss = compiled(x)
     torch.cuda.synchronize()
+    forward_peak = torch.cuda.max_memory_allocated() - base
+    loss.backward()
+    torch.cuda.synchronize()
+    step_peak = torch.cuda.max_memory_allocated() - base
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
+    print(f"max_memory_allocated over the step: forward {mib(forward_peak)}, step {mib(step_peak)}")
 
-    live: dict[int, tuple[int, str]] = {}
+    live: dict[int, tuple[int, tuple]] = {}
     total = peak = 0
-    peak_live: dict[int, tuple[int, str]] = {}
+    peak_live: dict[int, tuple[int, tuple]] = {}
     peak_at = 0
-    for i, ev in enumerate(snapshot["device_traces"][0]):
+    events = []
+    files: list[str] = []  # compiled files in the order they first allocate: forward, backward
+    trace = snapshot["device_traces"][torch.cuda.current_device()]
+    for ev in trace:
         if ev["action"] == "alloc":
-            live[ev["addr"]] = (ev["size"], where(ev.get("frames", [])))
+            where = origin(ev.get("frames", []))
+            if where[0].startswith("/tmp/") and where[0] not in files:
+                files.append(where[0])
+            live[ev["addr"]] = (ev["size"], where)
             total += ev["size"]
+            size = ev["size"]
             if total > peak:
-                peak, peak_live, peak_at = total, dict(live), i
-        elif ev["action"] in ("free_requested",):
-            size, _ = live.pop(ev["addr"], (0, ""))
+                peak, peak_live, peak_at = total, dict(live), len(events)
+        elif ev["action"] == "free_requested":
+            size, where = live.pop(ev["addr"], (0, ("?", 0, "?")))
             total -= size
+        else:
+            continue
+        events.append((ev["action"], size, ev.get("stream", 0), total, *where))
+    names = {f: ("forward" if k == 0 else "backward" if k == 1 else f"graph{k}") for k, f in enumerate(files)}
+
+    def label(where: tuple) -> str:
+        file, line, func = where
+        text = linecache.getline(file, line).strip() if file in names else ""
+        return f"{names.get(file, os.path.basename(file))}:{line} {func}  {text[:110]}"
+
+    print(f"peak over the step (replayed history, allocated by the step): {mib(peak)} at event {peak_at} of {len(events)}")
     groups: dict[str, int] = collections.Counter()
-    for size, origin in peak_live.values():
-        groups[origin] += size
-    print(f"peak over the step (allocated by the step): {peak / 2**20:.1f} MiB at event {peak_at}")
-    for origin, size in groups.most_common(25):
-        print(f"  {size / 2**20:9.1f} MiB  {origin}")
+    for size, where in peak_live.values():
+        groups[label(where)] += size
+    print("alive at the measured peak, by allocating line:")
+    for what, size in groups.most_common(40):
+        print(f"  {mib(size)}  {what}")
+    print(f"the {args.before} allocations / frees before the peak:")
+    shown = [e for e in events[: peak_at + 1]][-args.before:]
+    for action, size, stream, running, *where in shown:
+        print(f"  {action:>14} {mib(size)} stream {stream:>3} total {mib(running)}  {label(tuple(where))}")
+
+    timelines = getattr(backend, "timelines", None)
+    if timelines:
+        for k, t in enumerate(timelines):
+            after = t["after"]
+            for phase in ("forward", "backward"):
+                idx = [i for i, ph in enumerate(after.phases) if ph == phase]
+                if not idx:
+                    continue
+                top = max(idx, key=lambda i: after.live_bytes[i])
+                print(
+                    f"simulated graph {k} {phase} peak {mib(after.live_bytes[top])} after node "
+                    f"{after.nodes[top]} ({idx.index(top)} of {len(idx)})"
+                )
+                alive = sorted(after.alive[top].items(), key=lambda kv: -kv[1])
+                for name, size in alive[:40]:
+                    print(f"    {mib(size)}  {name}")
+        print(backend.plans[-1])
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "events.json"), "w") as f:
+            json.dump({"files": names, "peak_at": peak_at, "events": events}, f)
+        for file, name in names.items():
+            shutil.copy(file, os.path.join(args.out, f"{name}.py"))
+        if timelines:
+            t = timelines[-1]["after"]
+            with open(os.path.join(args.out, "simulated.json"), "w") as f:
+                json.dump({"phases": t.phases, "nodes": t.nodes, "live": t.live_bytes, "alive": t.alive}, f)
 
 
 if __name__ == "__main__":

@@ -264,6 +264,14 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) ->
     # to its consumer (no prefetch left): measured on an H100, 2.5 % of the
     # forward's copy time overlapped compute with it on.
     patches["reorder_for_peak_memory"] = False
+    # Inductor's buffer reuse keeps a dead buffer allocated until a later
+    # buffer of the same size takes it over, often one layer on: measured on
+    # an H100 (benchmarks/memory_at_peak.py, decoder with everything
+    # offloaded), 224 MiB of such buffers sat through each attention backward
+    # and made the step's peak. The caching allocator hands the freed block
+    # back just as cheaply, and the plan's timeline (free at last use) then
+    # holds on the device.
+    patches["allow_buffer_reuse"] = False
     patches.update(options or {})
     if patches.get("triton.cudagraphs"):
         # A CUDA graph would replay the copies with stale host buffers and

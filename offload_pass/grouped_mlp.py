@@ -45,6 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .roles import register_saved_roles
+from .timeline import python_op_workspace, register_workspace
 
 __all__ = [
     "ACTIVATIONS",
@@ -96,16 +97,31 @@ def _act(a: torch.Tensor, activation: str) -> torch.Tensor:
 
 def _act_backward(grad: torch.Tensor, a: torch.Tensor, activation: str) -> torch.Tensor:
     """d activation(a) / d a, applied to ``grad``; computed in at least fp32 so
-    that bf16 loses precision only once, at the final cast."""
+    that bf16 loses precision only once, at the final cast. Temporaries are
+    reused in place (the same fp32 values as the plain expressions): this
+    runs on one expert's tokens inside the backward op, where every extra
+    temporary adds to the step's peak."""
     compute = torch.promote_types(a.dtype, torch.float32)
-    g, a32 = grad.to(compute), a.to(compute)
     if activation == "swiglu":
-        gate, up = a32.chunk(2, dim=-1)
+        ffn = grad.shape[-1]
+        out = torch.empty_like(a)
+        gate = a[..., :ffn].to(compute)
         sig = torch.sigmoid(gate)
-        d_gate = g * up * sig * (1 + gate * (1 - sig))
-        d_up = g * gate * sig
-        out = torch.cat([d_gate, d_up], dim=-1)
-    elif activation == "gelu":
+        # d_up = g * gate * sig, g = grad in fp32 (the mixed-dtype product
+        # computes in fp32, so no fp32 copy of grad is needed)
+        tmp = torch.mul(grad, gate)
+        tmp.mul_(sig)
+        out[..., ffn:].copy_(tmp)
+        # d_gate = g * up * sig * (1 + gate * (1 - sig))
+        tmp.copy_(a[..., ffn:]).mul_(grad)
+        tmp.mul_(sig)
+        sig.neg_().add_(1).mul_(gate).add_(1)
+        del gate
+        tmp.mul_(sig)
+        out[..., :ffn].copy_(tmp)
+        return out
+    g, a32 = grad.to(compute), a.to(compute)
+    if activation == "gelu":
         # Exact (erf) GELU, as F.gelu's default: Phi(a) + a * phi(a).
         cdf = 0.5 * (1 + torch.erf(a32 * (1 / math.sqrt(2))))
         pdf = torch.exp(-0.5 * a32 * a32) * (1 / math.sqrt(2 * math.pi))
@@ -113,6 +129,19 @@ def _act_backward(grad: torch.Tensor, a: torch.Tensor, activation: str) -> torch
     else:
         out = g * (a32 > 0)
     return out.to(a.dtype)
+
+
+def _grouped_mlp_fwd(x, w1, w2, tokens_per_expert, activation):
+    # Each expert's matmul writes into its rows of one output: no per-expert
+    # results concatenated afterwards (that would hold every output twice).
+    act_input = x.new_empty(x.shape[0], w1.shape[2])
+    for e, (xe, ae) in enumerate(zip(x.split(tokens_per_expert), act_input.split(tokens_per_expert))):
+        torch.mm(xe, w1[e], out=ae)
+    fc2_input = _act(act_input, activation)
+    out = x.new_empty(x.shape[0], w2.shape[2])
+    for e, (fe, oe) in enumerate(zip(fc2_input.split(tokens_per_expert), out.split(tokens_per_expert))):
+        torch.mm(fe, w2[e], out=oe)
+    return out, act_input, fc2_input
 
 
 @torch.library.custom_op("offload_pass::grouped_mlp_fwd", mutates_args=())
@@ -124,10 +153,7 @@ def grouped_mlp_fwd(
     activation: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check(x, w1, w2, tokens_per_expert, activation)
-    act_input = torch.cat([xe @ w1[e] for e, xe in enumerate(x.split(tokens_per_expert))])
-    fc2_input = _act(act_input, activation)
-    out = torch.cat([fe @ w2[e] for e, fe in enumerate(fc2_input.split(tokens_per_expert))])
-    return out, act_input, fc2_input
+    return _grouped_mlp_fwd(x, w1, w2, tokens_per_expert, activation)
 
 
 @grouped_mlp_fwd.register_fake
@@ -139,6 +165,23 @@ def _(x, w1, w2, tokens_per_expert, activation):
         x.new_empty(tokens, w1.shape[2]),
         x.new_empty(tokens, ffn),
     )
+
+
+def _grouped_mlp_bwd(grad_out, x, act_input, fc2_input, w1, w2, tokens_per_expert, activation):
+    grad_x = x.new_empty(x.shape)
+    grad_w1, grad_w2 = w1.new_empty(w1.shape), w2.new_empty(w2.shape)
+    splits = zip(
+        *(t.split(tokens_per_expert) for t in (grad_out, x, act_input, fc2_input, grad_x))
+    )
+    for e, (go, xe, ae, fe, gx) in enumerate(splits):
+        # An expert without tokens still gets a (zero) weight gradient: a
+        # matmul over zero rows writes zeros.
+        torch.mm(fe.t(), go, out=grad_w2[e])
+        grad_act = _act_backward(go @ w2[e].t(), ae, activation)
+        torch.mm(xe.t(), grad_act, out=grad_w1[e])
+        torch.mm(grad_act, w1[e].t(), out=gx)
+        del grad_act
+    return grad_x, grad_w1, grad_w2
 
 
 @torch.library.custom_op("offload_pass::grouped_mlp_bwd", mutates_args=())
@@ -153,18 +196,7 @@ def grouped_mlp_bwd(
     activation: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check(x, w1, w2, tokens_per_expert, activation)
-    grad_x, grad_w1, grad_w2 = [], [], []
-    splits = zip(
-        *(t.split(tokens_per_expert) for t in (grad_out, x, act_input, fc2_input))
-    )
-    for e, (go, xe, ae, fe) in enumerate(splits):
-        # An expert without tokens still gets a (zero) weight gradient: the
-        # empty matmuls below produce exactly that.
-        grad_w2.append(fe.t() @ go)
-        grad_act = _act_backward(go @ w2[e].t(), ae, activation)
-        grad_w1.append(xe.t() @ grad_act)
-        grad_x.append(grad_act @ w1[e].t())
-    return torch.cat(grad_x), torch.stack(grad_w1), torch.stack(grad_w2)
+    return _grouped_mlp_bwd(grad_out, x, act_input, fc2_input, w1, w2, tokens_per_expert, activation)
 
 
 @grouped_mlp_bwd.register_fake
@@ -215,6 +247,12 @@ def _backward(ctx, grad_out, _grad_act, _grad_fc2):
 
 
 grouped_mlp_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+# The plan's memory timeline sees each op as one node: tell it what the
+# Python implementations hold inside (the backward's per-expert fp32
+# activation gradient; measured by running them on meta tensors).
+register_workspace(torch.ops.offload_pass.grouped_mlp_fwd.default, python_op_workspace(_grouped_mlp_fwd))
+register_workspace(torch.ops.offload_pass.grouped_mlp_bwd.default, python_op_workspace(_grouped_mlp_bwd))
 
 register_saved_roles(grouped_mlp_fwd, inputs={0: "fc1"}, outputs={1: "act", 2: "fc2"})
 

@@ -1,6 +1,8 @@
 """The simulated memory timeline: what the schedules and the no-gain trim
 believe is alive. A wrong count here silently changes which copies are kept."""
 
+import operator
+
 import torch
 import torch.fx as fx
 
@@ -89,3 +91,112 @@ def test_safe_slots_are_next_to_extern_ops_only():
     # x, w | mul | tanh | mm | relu | add: only the pointwise pairs (mul, tanh)
     # and (relu, add) would be split by an op between them.
     assert slots == {"x": True, "w": True, "mul": False, "tanh": True, "mm": True, "relu": False, "add": True}
+
+
+def _meta(*shape, dtype=torch.float32):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
+    # The measured peak of an offloaded decoder step sat inside the attention
+    # backward: inputs that die there, all three outputs and the kernel's
+    # scratch at once. The timeline used to count the outputs only after the
+    # inputs were freed, and no scratch: 300 MiB under the measured peak.
+    from offload_pass import timeline as tl
+
+    aten = torch.ops.aten
+    g = fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    x.meta["val"], w.meta["val"] = _meta(16, 16), _meta(16, 16)
+    a = g.call_function(aten.mm.default, (x, w))
+    a.meta["val"] = _meta(16, 16)  # 1024 bytes, read last by var_mean
+    vm = g.call_function(aten.var_mean.correction, (a, [1]))
+    vm.meta["val"] = (_meta(16), _meta(16))  # 64 + 64 bytes
+    var = g.call_function(operator.getitem, (vm, 0))  # output 1 has no reader
+    var.meta["val"] = _meta(16)
+    b = g.call_function(aten.relu.default, (var,))
+    b.meta["val"] = _meta(16)
+    v = g.call_function(aten.view.default, (b, [4, 4]))
+    v.meta["val"] = _meta(4, 4)
+    c = g.call_function(aten.mm.default, (v, v))
+    c.meta["val"] = _meta(4, 4)
+    g.output((c,))
+    monkeypatch.setitem(tl._WORKSPACE, aten.var_mean.correction, lambda node: 1000)
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    empty = fx.GraphModule(torch.nn.Module(), fx.Graph())
+    empty.graph.output(())
+    t = tl.simulate_step(gm, empty)
+    at = dict(zip(t.nodes, t.live_bytes))
+    assert at["mm_default"] == 1024
+    # a (dies here) + var (its getitem owns it from here) + the unread mean + scratch
+    assert at["var_mean_correction"] == 1024 + 64 + 64 + 1000
+    assert at["getitem"] == 64
+    # relu's input dies in relu and has relu's size: Inductor writes over it
+    assert at["relu_default"] == 64
+    assert at["mm_default_1"] == 64 + 64
+
+
+def test_scratch_of_a_python_op_is_measured_on_meta_tensors():
+    from offload_pass.timeline import python_op_workspace
+
+    n = 1 << 10
+
+    def impl(x):
+        a = x * 2
+        b = a + 1
+        del a
+        return b * 3
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = _meta(n)
+    node = g.call_function(torch.ops.aten.mul.Tensor, (x,))
+    assert python_op_workspace(impl)(node) == 4 * n  # a or b beside the output
+
+
+def test_grouped_mlp_backward_scratch_is_one_experts_activation_gradient():
+    # Per expert: the fc2 input gradient (bf16), the act input gradient
+    # (bf16, twice as wide for swiglu) and three fp32 temporaries; the
+    # outputs are written in place, never concatenated.
+    from offload_pass.grouped_mlp import _grouped_mlp_bwd
+    from offload_pass.timeline import python_op_workspace
+
+    hidden, ffn, counts = 64, 96, [40, 0, 100, 60]
+    tokens, experts = sum(counts), len(counts)
+    g = fx.Graph()
+    args = []
+    for name, shape in [
+        ("grad", (tokens, hidden)), ("x", (tokens, hidden)), ("act", (tokens, 2 * ffn)),
+        ("fc2", (tokens, ffn)), ("w1", (experts, hidden, 2 * ffn)), ("w2", (experts, ffn, hidden)),
+    ]:
+        p = g.placeholder(name)
+        p.meta["val"] = _meta(*shape, dtype=torch.bfloat16)
+        args.append(p)
+    node = g.call_function(torch.ops.offload_pass.grouped_mlp_bwd.default, (*args, counts, "swiglu"))
+    assert python_op_workspace(_grouped_mlp_bwd)(node) == max(counts) * ffn * (2 + 2 * 2 + 3 * 4)
+
+
+def test_unbind_allocates_nothing():
+    # unbind / split return views of their input: counting their outputs
+    # put a false 190 MiB peak in the forward of an H100 decoder (q, k, v).
+    from offload_pass import timeline as tl
+
+    aten = torch.ops.aten
+    g = fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    x.meta["val"], w.meta["val"] = _meta(16, 16), _meta(16, 16)
+    a = g.call_function(aten.mm.default, (x, w))
+    a.meta["val"] = _meta(16, 16)
+    parts = g.call_function(aten.unbind.int, (a,))
+    parts.meta["val"] = tuple(_meta(16) for _ in range(16))
+    first = g.call_function(operator.getitem, (parts, 0))
+    first.meta["val"] = _meta(16)
+    out = g.call_function(aten.mul.Tensor, (first, 2.0))
+    out.meta["val"] = _meta(16)
+    g.output((out,))
+    empty = fx.GraphModule(torch.nn.Module(), fx.Graph())
+    empty.graph.output(())
+    t = tl.simulate_step(fx.GraphModule(torch.nn.Module(), g), empty)
+    at = dict(zip(t.nodes, t.live_bytes))
+    assert at["unbind_int"] == 1024 and at["getitem"] == 1024
+    assert at["mul_tensor"] == 1024 + 64
