@@ -364,6 +364,7 @@ def schedule_releases(
     d2h_bytes_per_ms: float,
     ceiling: int,
     margin: float = RELOAD_MARGIN,
+    safe: Optional[Sequence[bool]] = None,
 ) -> dict[str, int]:
     """For each forward copy, the index of the node its release goes after.
 
@@ -373,7 +374,10 @@ def schedule_releases(
     the first node that ends once the copy has landed costs no wait. Holding
     the tensor until then keeps its bytes alive: where that would lift memory
     above ``ceiling``, the release moves earlier (the compute stream then
-    waits for the copy), never before ``free_from``.
+    waits for the copy), never before ``free_from``. ``safe[i]``: may a
+    release go after node i without splitting a fused kernel; a release
+    off such a slot goes to the next safe one, or to the previous one (not
+    before ``free_from``) when the next would lift memory above ``ceiling``.
     """
     end = []
     total = 0.0
@@ -393,6 +397,15 @@ def schedule_releases(
             if live[k] + c.nbytes > ceiling:
                 at = k - 1
                 break
+        if safe is not None and not safe[at]:
+            later = at
+            while later < last and not safe[later]:
+                later += 1
+            earlier = at
+            while earlier > c.free_from and not safe[earlier]:
+                earlier -= 1
+            fits = all(live[k] + c.nbytes <= ceiling for k in range(at + 1, later + 1))
+            at = later if fits or not safe[earlier] else earlier
         for k in range(c.free_from + 1, at + 1):
             live[k] += c.nbytes
         release[c.key] = at
@@ -427,10 +440,14 @@ def release_schedule(
         nbytes = group_bytes(group, by_name)
         copies.append(CopyOut(group.storage, nbytes, issued, max(issued, last_use.get(root, issued))))
     node_ms = estimate_node_ms(fw_gm, profile)[: len(nodes)]
-    release = schedule_releases(node_ms, forward_live, copies, profile.bytes_per_ms("d2h"), ceiling)
-    # A release inside a fused chain would split its kernel: go after the
-    # chain (the few bytes held a little longer are not worth a kernel).
+    # A release inside a fused chain would split its kernel (one more round
+    # trip to memory, and in low precision another rounding): releases go
+    # after the chain, or before it where after would lift memory above the
+    # ceiling.
     safe = safe_slots(nodes)
+    release = schedule_releases(
+        node_ms, forward_live, copies, profile.bytes_per_ms("d2h"), ceiling, safe=safe
+    )
     snapped = {}
     for key, i in release.items():
         while not safe[i]:

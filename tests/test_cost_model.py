@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass.cost_model import Reload, device_profile, estimate_node_ms, schedule_reloads
+from offload_pass.cost_model import CopyOut, Reload, device_profile, estimate_node_ms, schedule_releases, schedule_reloads
 from offload_pass.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
 
 from helpers import assert_same_training
@@ -72,6 +72,24 @@ def test_issue_points_never_go_backwards():
 def _plan(groups: dict[str, int]) -> OffloadPlan:
     entries = [PlanEntry(k, "aten.mm", "m", None, (n,), "float32", n, "offload", "offloaded by module m", k) for k, n in groups.items()]
     return OffloadPlan("g", entries, [OffloadGroup(k, (k,), "tensor", n) for k, n in groups.items()])
+
+
+def test_release_off_a_safe_slot_goes_before_the_chain_when_after_would_lift_the_peak():
+    # Copy of 10 bytes, last used at node 1, lands during node 4: the release
+    # would go after node 4, inside a fused chain (nodes 3-5 unsafe). After
+    # the chain (node 6) holds the bytes over node 6, where memory already
+    # sits at the ceiling: it goes before the chain, after node 2.
+    ms = [1.0] * 8
+    live = [0, 0, 50, 50, 50, 50, 95, 0]
+    copy = CopyOut("s", 10, issued=0, free_from=1)
+    safe = [True, True, True, False, False, False, True, True]
+    bw = 10 / 3.5  # bytes per ms: lands 3.5 ms after node 0 ends, during node 4
+    free = schedule_releases(ms, live, [copy], bw, ceiling=100, margin=1.0)
+    assert free == {"s": 4}
+    assert schedule_releases(ms, live, [copy], bw, ceiling=100, margin=1.0, safe=safe) == {"s": 2}
+    # with room at node 6, after the chain
+    roomy = [0, 0, 50, 50, 50, 50, 60, 0]
+    assert schedule_releases(ms, roomy, [copy], bw, ceiling=100, margin=1.0, safe=safe) == {"s": 6}
 
 
 def test_trim_keeps_what_does_not_lower_the_peak():
