@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 class Timeline:
     phases: list[str]  # "forward" / "backward", per point
     nodes: list[str]  # node name per point
-    live_bytes: list[int]  # device bytes alive after that node
+    live_bytes: list[int]  # device bytes held while that node runs
     events: list[tuple[int, str, str]]  # (point, "offload"/"release"/"reload"/"wait", tensor)
     # With simulate_step(record_alive=True): per point, storage name -> bytes
     # alive there (for reports that say what makes a peak).
@@ -108,7 +108,8 @@ def _tensor_bytes(val: object, count_cpu: bool) -> int:
 # Scratch memory an op allocates and frees inside itself, by op: a function
 # of the node giving bytes. The simulation cannot see inside an op, and on an
 # H100 such scratch made the step's peak (cuDNN attention backward: 64.5 MiB;
-# the grouped MLP backward: 176 MiB per layer at hidden 2048).
+# the grouped MLP backward's fp32 activation gradient: 144 MiB per layer at
+# hidden 2048).
 _WORKSPACE: dict[object, Callable[[fx.Node], int]] = {}
 
 
