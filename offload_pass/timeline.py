@@ -240,11 +240,23 @@ def python_op_workspace(impl: Callable[..., object]) -> Callable[[fx.Node], int]
     return bytes_of
 
 
+# Gathers that Inductor lowers to pointwise loads with computed indices: they
+# fuse like pointwise ops. On an H100 MoE stack, the residual gradient sum
+# read by each layer's token gather was never written to memory; Inductor
+# recomputed it in every gather's kernel and kept the summands alive.
+_INDIRECT_POINTWISE = {
+    torch.ops.aten.index.Tensor,
+    torch.ops.aten.index_select.default,
+    torch.ops.aten.gather.default,
+    torch.ops.aten.embedding.default,
+}
+
+
 def _fusable(node: fx.Node) -> bool:
-    """Pointwise ops and views: Inductor fuses them into their consumers."""
+    """Pointwise ops, gathers and views: Inductor fuses them into their consumers."""
     if node.op != "call_function":
         return False
-    if is_view_node(node):
+    if is_view_node(node) or node.target in _INDIRECT_POINTWISE:
         return True
     tags = getattr(node.target, "tags", ())
     return torch.Tag.pointwise in tags

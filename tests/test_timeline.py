@@ -200,3 +200,22 @@ def test_unbind_allocates_nothing():
     at = dict(zip(t.nodes, t.live_bytes))
     assert at["unbind_int"] == 1024 and at["getitem"] == 1024
     assert at["mul_tensor"] == 1024 + 64
+
+
+def test_a_sum_read_only_by_gathers_is_never_in_memory():
+    # Inductor lowers index / index_select / gather to pointwise loads: a
+    # residual-gradient sum read by each layer's token gather was recomputed
+    # in every gather's kernel on the H100, its summands kept alive.
+    aten = torch.ops.aten
+
+    def build(g, x, w):
+        a = g.call_function(aten.mm.default, (x, w))
+        b = g.call_function(aten.mm.default, (x, w))
+        s = g.call_function(aten.add.Tensor, (a, b))
+        idx = g.placeholder("idx")
+        gathered = g.call_function(aten.index.Tensor, (s, [idx]))
+        return g.call_function(aten.mm.default, (gathered, w))
+
+    nodes = _nodes(_graph(build))
+    assert fused_away(nodes["add"])
+    assert not fused_away(nodes["index"])  # a matmul reads it
