@@ -38,7 +38,7 @@ import torch
 import torch.fx as fx
 
 from .annotations import is_view_node, storage_root
-from .timeline import fused_away, safe_slots
+from .timeline import fused_away, safe_slots, size_hint
 
 __all__ = [
     "CopyOut", "DeviceProfile", "Reload", "device_profile", "estimate_node_ms", "release_schedule",
@@ -153,20 +153,11 @@ def device_profile(device: torch.device, bandwidth_gbps: Optional[float] = None)
     return profile
 
 
-def _hint(size: object) -> Optional[int]:
-    """A size as an int, a symbolic one by its hint: reading it never adds a
-    guard, so a dynamic graph is not specialized by being estimated."""
-    if isinstance(size, int):
-        return size
-    hint = getattr(getattr(size, "node", None), "hint", None)
-    return int(hint) if isinstance(hint, int) else None
-
-
 def _hinted(value: object) -> object:
     """``value`` with every symbolic tensor replaced by a meta tensor of its
     hinted sizes (None where a size has no hint)."""
     if isinstance(value, torch.Tensor):
-        sizes = [_hint(s) for s in value.shape]
+        sizes = [size_hint(s) for s in value.shape]
         if any(s is None for s in sizes):
             return None
         if all(isinstance(s, int) for s in value.shape):
@@ -448,9 +439,4 @@ def release_schedule(
     release = schedule_releases(
         node_ms, forward_live, copies, profile.bytes_per_ms("d2h"), ceiling, safe=safe
     )
-    snapped = {}
-    for key, i in release.items():
-        while not safe[i]:
-            i += 1
-        snapped[key] = nodes[i].name
-    return snapped
+    return {key: nodes[i].name for key, i in release.items()}

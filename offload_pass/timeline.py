@@ -75,10 +75,16 @@ def _storage_bytes(val: object) -> int:
         nbytes = val.untyped_storage().nbytes()  # type: ignore[union-attr]
     except Exception:
         return 0
-    if isinstance(nbytes, int):
-        return nbytes
-    hint = getattr(getattr(nbytes, "node", None), "hint", None)
-    return int(hint) if isinstance(hint, int) else 0
+    return size_hint(nbytes) or 0
+
+
+def size_hint(size: object) -> Optional[int]:
+    """A size as an int, a symbolic one by its hint: reading it never adds a
+    guard, so a dynamic graph is not specialized by being estimated."""
+    if isinstance(size, int):
+        return size
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else None
 
 
 def _allocates(node: fx.Node, count_cpu: bool) -> int:
@@ -124,11 +130,11 @@ def register_workspace(op: object, bytes_of: Callable[[fx.Node], int]) -> None:
 def _workspace(node: fx.Node, count_cpu: bool) -> int:
     if node.op != "call_function":
         return 0
-    devices = {t.device.type for t in tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)}
-    if devices and devices <= {"cpu"} and not count_cpu:
-        return 0
     fn = _WORKSPACE.get(node.target) or _WORKSPACE.get(getattr(node.target, "overloadpacket", None))
     if fn is None:
+        return 0
+    devices = {t.device.type for t in tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)}
+    if devices and devices <= {"cpu"} and not count_cpu:
         return 0
     try:
         return int(fn(node))
@@ -160,12 +166,10 @@ for _name in (
 
 
 def _hint(value: object) -> int:
-    if isinstance(value, int):
-        return value
-    hint = getattr(getattr(value, "node", None), "hint", None)
-    if isinstance(hint, int):
-        return hint
-    raise ValueError(f"symbolic size {value} without a hint")
+    hint = size_hint(value)
+    if hint is None:
+        raise ValueError(f"symbolic size {value} without a hint")
+    return hint
 
 
 class _StoragePeak(TorchDispatchMode):
