@@ -195,6 +195,7 @@ class OffloadBackend:
         reload_before = reload_schedule(
             bw_gm, plan.groups, live[split:], ceiling, profile, config.prefetch_bytes
         )
+        plan.predicted_ideal_peak = ceiling
         plan.release_after = dict(release_after)
         plan.reload_before = dict(reload_before)
         plan.cost_profile = profile.source

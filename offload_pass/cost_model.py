@@ -20,8 +20,9 @@ the plan's copy groups and the simulated memory without offload. Gives:
   where its copy-out is predicted to have landed. Neither may lift device
   memory above a ceiling (the step's peak with every copy off the device from
   its last forward use to its first backward use).
-- ``release_schedule`` / ``reload_schedule``: the same on real graphs, each
-  point moved to a slot that splits no fused kernel.
+- ``release_schedule`` / ``reload_schedule``: the same on real graphs;
+  releases go to slots that split no fused kernel, reloads count their bytes
+  from where Inductor's generated code runs them.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import torch
 import torch.fx as fx
 
 from .annotations import is_view_node, storage_root
-from .timeline import fused_away, safe_slots, size_hint
+from .timeline import fused_away, in_place_slots, safe_slots, size_hint
 
 __all__ = [
     "CopyOut", "DeviceProfile", "Reload", "device_profile", "estimate_node_ms", "release_schedule",
@@ -243,6 +244,7 @@ def schedule_reloads(
     first: int = 0,
     margin: float = RELOAD_MARGIN,
     prefetch_bytes: Optional[int] = None,
+    safe: Optional[Sequence[bool]] = None,
 ) -> dict[str, int]:
     """For each reload, the index of the backward node it is issued before.
 
@@ -259,6 +261,12 @@ def schedule_reloads(
     the bytes of reloads issued but not yet consumed, this one included, are
     at most ``prefetch_bytes`` (a reload alone may always be issued).
     Issue points never move backwards (the stream is in order).
+    ``safe[i]``: does an op placed right after node i run there
+    (``timeline.in_place_slots``)? An op placed elsewhere runs after the last
+    node before it that does: its bytes are alive from there. Such a point
+    moves there (a reload a little early costs no time) when its bytes fit
+    under ``ceiling`` and ``prefetch_bytes`` from there, else later, after
+    the next node that runs in place.
     """
     start = [0.0]
     for ms in node_ms:
@@ -274,6 +282,14 @@ def schedule_reloads(
     issue: dict[str, int] = {}
     outstanding: list[tuple[int, int]] = []  # (consumer, bytes) of reloads issued
     floor = first
+
+    def runs_from(i: int) -> int:
+        # Issued before node i, i.e. right after node i - 1: where it runs.
+        if safe is not None:
+            while i > first and not safe[i - 1]:
+                i -= 1
+        return i
+
     for r, latest_start in zip(reloads, latest):
         consumer = max(r.consumer, floor)
         # The last node starting no later than latest_start, but not before floor.
@@ -292,8 +308,21 @@ def schedule_reloads(
                 if held + r.nbytes <= prefetch_bytes:
                     break
                 at, held = max(at, min(c, consumer)), held - b
+        start_at = runs_from(at)
+        if start_at < at:
+            # It would run at ``start_at``: keep it there if its bytes fit
+            # from there, else issue it after the next node that runs in place.
+            ahead = sum(b for c, b in outstanding if c > start_at)
+            if all(live[k] + r.nbytes <= ceiling for k in range(start_at, at)) and (
+                prefetch_bytes is None or ahead == 0 or ahead + r.nbytes <= prefetch_bytes
+            ):
+                at = max(start_at, floor)
+            else:
+                while at < consumer and runs_from(at) < at:
+                    at += 1
+            start_at = runs_from(at)
         outstanding.append((consumer, r.nbytes))
-        for k in range(at, consumer):
+        for k in range(start_at, consumer):
             live[k] += r.nbytes
         issue[r.key] = at
         floor = at
@@ -326,18 +355,10 @@ def reload_schedule(
     reloads.sort(key=lambda r: r.consumer)
     node_ms = estimate_node_ms(bw_gm, profile)[: len(nodes)]
     issue = schedule_reloads(
-        node_ms, backward_live, reloads, profile.bytes_per_ms("h2d"), ceiling, first, prefetch_bytes=prefetch_bytes
+        node_ms, backward_live, reloads, profile.bytes_per_ms("h2d"), ceiling, first,
+        prefetch_bytes=prefetch_bytes, safe=in_place_slots(nodes),
     )
-    # Issued before nodes[i], i.e. right after nodes[i - 1]: never inside a
-    # fused chain; go earlier to the chain's start (a reload a little early
-    # costs no time).
-    safe = safe_slots(nodes)
-    snapped = {}
-    for key, i in issue.items():
-        while i > first and not safe[i - 1]:
-            i -= 1
-        snapped[key] = nodes[i].name
-    return snapped
+    return {key: nodes[i].name for key, i in issue.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,46 +381,71 @@ def schedule_releases(
     """For each forward copy, the index of the node its release goes after.
 
     ``base_live[i]``: device bytes at forward node i with every offloaded
-    tensor freed right after ``free_from``. Copies run one after the other on
-    the device->host stream from the end of their producer; a release after
-    the first node that ends once the copy has landed costs no wait. Holding
-    the tensor until then keeps its bytes alive: where that would lift memory
-    above ``ceiling``, the release moves earlier (the compute stream then
-    waits for the copy), never before ``free_from``. ``safe[i]``: may a
-    release go after node i without splitting a fused kernel; a release
-    off such a slot goes to the next safe one, or to the previous one (not
-    before ``free_from``) when the next would lift memory above ``ceiling``.
+    tensor freed right after ``free_from``. ``safe[i]``: may a release go
+    after node i without splitting a fused kernel (default: everywhere).
+
+    Copies run one after the other on the device->host stream from the end of
+    their producer, so they land in issue order. The forward is walked in
+    order on an estimated clock that includes the waits the releases cause.
+    After each safe node, every copy past its last forward use that has
+    landed is released: the compute stream's wait for it costs nothing.
+    Holding a copy keeps its bytes alive; before a node where the copies
+    still held would lift memory above ``ceiling``, the oldest of them are
+    released at the last safe slot before it, as few as bring memory under
+    the ceiling (the compute stream then waits for the newest of those).
+    Oldest first because they land first, so the wait is the shortest, and
+    because waiting for one copy waits for every older one too: releasing
+    those at the same point costs nothing more. A release never goes before
+    ``free_from``; what is left at the end is released after the last node.
     """
-    end = []
-    total = 0.0
-    for ms in node_ms:
-        total += ms
-        end.append(total)
     last = len(node_ms) - 1
-    live = list(base_live)
+    if last < 0:
+        return {}
+    safe = list(safe) if safe is not None else [True] * len(node_ms)
+    safe[last] = True
+    order = sorted(copies, key=lambda c: c.issued)
+    rank = {c.key: i for i, c in enumerate(order)}
+    issued_at: dict[int, list[CopyOut]] = {}
+    for c in order:
+        issued_at.setdefault(c.issued, []).append(c)
+    held: list[CopyOut] = []  # issued and not released, in issue order
+    landed: dict[str, float] = {}
+    ends: list[float] = []  # estimated end of each node, waits included
     release: dict[str, int] = {}
-    stream_free = 0.0
-    for c in sorted(copies, key=lambda c: c.issued):
-        landed = max(end[c.issued], stream_free) + margin * c.nbytes / d2h_bytes_per_ms
-        stream_free = landed
-        at = bisect.bisect_left(end, landed, c.free_from)
-        at = min(max(at, c.free_from), last)
-        for k in range(c.free_from + 1, at + 1):
-            if live[k] + c.nbytes > ceiling:
-                at = k - 1
-                break
-        if safe is not None and not safe[at]:
-            later = at
-            while later < last and not safe[later]:
-                later += 1
-            earlier = at
-            while earlier > c.free_from and not safe[earlier]:
-                earlier -= 1
-            fits = all(live[k] + c.nbytes <= ceiling for k in range(at + 1, later + 1))
-            at = later if fits or not safe[earlier] else earlier
-        for k in range(c.free_from + 1, at + 1):
-            live[k] += c.nbytes
-        release[c.key] = at
+    clock = stream_free = 0.0
+    for k, ms in enumerate(node_ms):
+        holding = [c for c in held if c.free_from < k]
+        over = base_live[k] + sum(c.nbytes for c in holding) - ceiling
+        slot = k - 1
+        while slot >= 0 and not safe[slot]:
+            slot -= 1
+        if over > 0 and slot >= 0:
+            newest, freed = None, 0
+            for c in holding:
+                if freed >= over:
+                    break
+                if c.free_from <= slot:
+                    newest, freed = c, freed + c.nbytes
+            if newest is not None:
+                go = [c for c in held if c.free_from <= slot and rank[c.key] <= rank[newest.key]]
+                for c in go:
+                    release[c.key] = slot
+                    held.remove(c)
+                # The compute stream waits after ``slot`` for the newest one;
+                # what ran since then runs that much later.
+                clock += max(0.0, landed[newest.key] - ends[slot])
+        clock += ms
+        ends.append(clock)
+        for c in issued_at.get(k, ()):
+            stream_free = max(clock, stream_free) + margin * c.nbytes / d2h_bytes_per_ms
+            landed[c.key] = stream_free
+            held.append(c)
+        if safe[k]:
+            for c in [c for c in held if c.free_from <= k and (landed[c.key] <= clock or k == last)]:
+                release[c.key] = k
+                held.remove(c)
+    for c in held:  # last used by the last node
+        release[c.key] = max(c.free_from, last)
     return release
 
 

@@ -68,6 +68,10 @@ class OffloadPlan:
     # and after the rewrite; set by the backend, None for a bare plan.
     predicted_peak_before: Optional[int] = None
     predicted_peak_after: Optional[int] = None
+    # schedule="cost": the simulated peak with every copy off the device
+    # from its last forward use to its first backward use, the ceiling the
+    # releases and reloads were placed under.
+    predicted_ideal_peak: Optional[int] = None
     # The cost model's schedule: storage -> the forward node its release goes
     # after / the backward node its reload is issued before; and where the
     # device speeds came from.
@@ -138,6 +142,11 @@ class OffloadPlan:
                 f"predicted peak {self.predicted_peak_before / 2**20:.2f} -> "
                 f"{self.predicted_peak_after / 2**20:.2f} MiB "
                 f"(-{self.predicted_reduction / 2**20:.2f} MiB)"
+                + (
+                    ""
+                    if self.predicted_ideal_peak is None
+                    else f"; every copy off the device between its uses: {self.predicted_ideal_peak / 2**20:.2f} MiB"
+                )
             )
         if self.selection is not None:
             lines.append(self.selection)

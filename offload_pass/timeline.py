@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_leaves
 
 from .annotations import is_view_node, storage_root
 
-__all__ = ["Timeline", "simulate_step", "register_workspace", "python_op_workspace"]
+__all__ = ["Timeline", "in_place_slots", "python_op_workspace", "register_workspace", "safe_slots", "simulate_step"]
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +313,54 @@ def safe_slots(nodes: Sequence[fx.Node]) -> list[bool]:
         _extern(node) or (i + 1 < len(nodes) and _extern(nodes[i + 1])) or i + 1 == len(nodes)
         for i, node in enumerate(nodes)
     ]
+
+
+# Extern kernels that Inductor lowers without a fallback; with the fallbacks
+# and the ops whose inputs it must realize, they run where the graph has them.
+_EXTERN_LOWERED = {torch.ops.aten.addmm, torch.ops.aten.baddbmm, torch.ops.aten._scaled_mm}
+
+
+def _emitted_in_place(node: fx.Node) -> bool:
+    """Does Inductor's generated code run ``node`` where the graph has it?
+    Graph inputs, custom ops and extern kernels (matmuls, attention and
+    the other fallbacks) yes. Everything it lowers itself (pointwise ops,
+    cat, reductions) it emits lazily, where the result is first needed."""
+    if node.op == "placeholder":
+        return True
+    if node.op != "call_function" or node.target.__module__ == "_operator":
+        return False
+    namespace = getattr(node.target, "namespace", None)
+    if namespace not in ("aten", "prims"):
+        return namespace is not None
+    from torch._inductor import lowering
+
+    packet = getattr(node.target, "overloadpacket", None)
+    return (
+        node.target in lowering.fallbacks
+        or packet in lowering.fallbacks
+        or node.target in lowering.needs_realized_inputs
+        or packet in lowering.needs_realized_inputs
+        or packet in _EXTERN_LOWERED
+    )
+
+
+def in_place_slots(nodes: Sequence[fx.Node]) -> list[bool]:
+    """``slots[i]``: does an op placed right after ``nodes[i]`` run right
+    after it in the code Inductor generates? Only after a node that Inductor
+    emits where it stands (``_emitted_in_place``): an op placed after a
+    pointwise node runs before that node's kernel, which is emitted where its
+    result is first needed. On an H100 a reload placed after a ``cat`` ran
+    before the cat's kernel, with the cat's inputs and output alive. Views
+    and getitems emit no kernel: after them, as after the last node before
+    them."""
+    slots, pending = [], False
+    for node in nodes:
+        if _emitted_in_place(node):
+            pending = False
+        elif not (is_view_node(node) or (node.op == "call_function" and node.target is operator.getitem)):
+            pending = True
+        slots.append(not pending)
+    return slots
 
 
 def _walk(

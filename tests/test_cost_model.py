@@ -92,6 +92,91 @@ def test_release_off_a_safe_slot_goes_before_the_chain_when_after_would_lift_the
     assert schedule_releases(ms, roomy, [copy], bw, ceiling=100, margin=1.0, safe=safe) == {"s": 6}
 
 
+def test_copy_bound_releases_free_the_oldest_copies_first():
+    # Three 10-byte copies made at nodes 0, 1, 2 (each last used by its
+    # producer) take 4 ms each on the stream: they land at 5, 9 and 13 ms.
+    # Node 4 holds 15 bytes of its own; with the three copies held, 45.
+    ms, live = [1.0] * 10, [0, 0, 0, 0, 15, 0, 0, 0, 0, 0]
+    copies = [CopyOut(k, 10, issued=i, free_from=i) for i, k in enumerate("abc")]
+    bw = 10 / 4
+    # Under 35 bytes one copy must go before node 4: the oldest ("a"), a
+    # 1 ms wait after node 3, not the newest (a 9 ms wait). "b" and "c" are
+    # released where they land on the delayed clock (9 ms: after node 7) or
+    # at the end.
+    assert schedule_releases(ms, live, copies, bw, ceiling=35, margin=1.0) == {"a": 3, "b": 7, "c": 9}
+    # Node 4 at 25 bytes: two must go, and the wait for "b" frees "a" too.
+    fuller = [0, 0, 0, 0, 25, 0, 0, 0, 0, 0]
+    assert schedule_releases(ms, fuller, copies, bw, ceiling=35, margin=1.0) == {"a": 3, "b": 3, "c": 7}
+    # With room for all three, each goes where it lands.
+    assert schedule_releases(ms, live, copies, bw, ceiling=45, margin=1.0) == {"a": 4, "b": 8, "c": 9}
+
+
+def test_release_never_precedes_the_last_forward_use():
+    # "a" is still read by node 5: however full node 4 is, it cannot go before.
+    ms, live = [1.0] * 8, [0, 0, 0, 0, 50, 0, 0, 0]
+    copies = [CopyOut("a", 10, issued=0, free_from=5)]
+    assert schedule_releases(ms, live, copies, 1.0, ceiling=20, margin=1.0) == {"a": 7}
+
+
+def test_reload_runs_after_the_last_in_place_node_else_goes_after_the_next():
+    # Time wants the reload issued before node 4 (test above), but nodes 2
+    # and 3 are pointwise: Inductor emits them lazily, so an op placed after
+    # them runs right after node 1. It is placed there when its bytes fit.
+    in_place = [True, True, False, False, True, True, True, True, True, True]
+    issue = schedule_reloads([1.0] * 10, [0] * 10, [Reload("a", 3, 8)], BW, ceiling=100, margin=1.25, safe=in_place)
+    assert issue == {"a": 2}
+    # From there its bytes would sit on node 2, already at the ceiling: it
+    # goes after node 4, the next node that runs in place (a little late,
+    # never above the ceiling).
+    live = [0, 0, 98, 0, 0, 0, 0, 0, 0, 0]
+    issue = schedule_reloads([1.0] * 10, live, [Reload("a", 3, 8)], BW, ceiling=100, margin=1.25, safe=in_place)
+    assert issue == {"a": 5}
+    # The same with prefetch_bytes: running from node 2 it would overlap "p",
+    # which waits for its consumer (node 3).
+    reloads = [Reload("p", 4, 3), Reload("a", 3, 8)]
+    issue = schedule_reloads([1.0] * 10, [0] * 10, reloads, BW, 100, margin=1.25, prefetch_bytes=5, safe=in_place)
+    assert issue == {"p": 0, "a": 5}
+
+
+def test_in_place_slots_follow_inductor_lazy_kernels():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from offload_pass.timeline import in_place_slots
+
+    def f(a, b):
+        m = a @ b
+        v = m.t()
+        c = torch.cat([m, v], 0)
+        d = c * 2
+        return torch.mm(d, b)
+
+    gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4))
+    nodes = [n for n in gm.graph.nodes if n.op != "output"]
+    # After the matmul and its view, an op runs in place; after the cat and
+    # the mul (lowered lazily, emitted where the second matmul needs them),
+    # it would run before their kernels.
+    assert dict(zip((n.name for n in nodes), in_place_slots(nodes))) == {
+        "a_1": True, "b_1": True, "mm": True, "t": True, "cat": False, "mul": False, "mm_1": True,
+    }
+
+
+def test_copy_bound_forward_stays_under_the_ideal_peak():
+    # Copies four times slower than the forward's compute: the releases must
+    # still keep the step at the peak of every copy off the device between
+    # its uses (the old in-order schedule ended 8 % above it here).
+    torch.manual_seed(0)
+    model = make_decoder(layers=6, hidden=64, heads=4)
+
+    def mark(m):
+        offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")
+
+    backend = assert_same_training(model, mark, (torch.randn(2, 64, 64),), keep_if_no_gain=True, bandwidth_gbps=0.4)
+    plan = backend.plans[-1]
+    assert plan.predicted_ideal_peak is not None
+    assert plan.predicted_peak_after == plan.predicted_ideal_peak, str(plan)
+    assert "every copy off the device between its uses" in str(plan)
+
+
 def test_trim_keeps_what_does_not_lower_the_peak():
     # Without offload: forward builds up to 30 at point 3; backward frees.
     live = [10, 20, 30, 30, 25, 40, 15]
