@@ -332,15 +332,19 @@ def _emitted_in_place(node: fx.Node) -> bool:
     namespace = getattr(node.target, "namespace", None)
     if namespace not in ("aten", "prims"):
         return namespace is not None
+    # Inductor internals, present on torch 2.11 and 2.13. An aten op without
+    # a lowering becomes a fallback when Inductor meets it. Without them only
+    # _EXTERN_LOWERED counts: reloads are then counted from earlier points,
+    # more memory, never less.
     from torch._inductor import lowering
 
     packet = getattr(node.target, "overloadpacket", None)
-    return (
-        node.target in lowering.fallbacks
-        or packet in lowering.fallbacks
-        or node.target in lowering.needs_realized_inputs
-        or packet in lowering.needs_realized_inputs
-        or packet in _EXTERN_LOWERED
+    lowered = getattr(lowering, "lowerings", None)
+    if lowered is not None and node.target not in lowered and packet not in lowered:
+        return True
+    return packet in _EXTERN_LOWERED or any(
+        node.target in ops or packet in ops
+        for ops in (getattr(lowering, "fallbacks", ()), getattr(lowering, "needs_realized_inputs", ()))
     )
 
 
