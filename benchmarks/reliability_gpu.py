@@ -2,8 +2,10 @@
 
 1. 100 training steps of an offloaded decoder: device memory allocated after
    each step (gradients dropped) must be the same every step, the host bytes
-   held by offloaded copies must drop back to 0 after every backward, and no
-   warning may be raised.
+   held by offloaded copies must drop back to 0 after every backward, the
+   host pool must stay one buffer of the plan's size, and no warning may be
+   raised. Also: how long page-locking a buffer of the pool's size takes,
+   against PyTorch's pinned allocator for the same bytes.
 2. Race check: before every step a large unrelated copy is queued on the
    device->host and host->device copy streams, so every offload copy and
    reload runs late; gradients must still equal plain Inductor's, bit for bit.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import time
 import warnings
 
 import torch
@@ -64,7 +67,7 @@ def main() -> None:
     x = torch.randn(2, args.seq, args.hidden, device=dev, dtype=dtype)
 
     # 1. many steps
-    allocated, held, pool = [], [], []
+    allocated, held, pool, pools = [], [], [], []
     if args.steps == 0:
         compiled(x).backward()
     with warnings.catch_warnings(record=True) as caught:
@@ -75,6 +78,7 @@ def main() -> None:
             torch.cuda.synchronize()
             held.append(runtime.host_bytes_held())
             pool.append(_pinned_pool())
+            pools.append(runtime.host_pool_stats())
             model.zero_grad(set_to_none=True)
             allocated.append(torch.cuda.memory_allocated())
     relevant = [str(w.message) for w in caught if "offload_pass" in str(w.message)]
@@ -84,10 +88,28 @@ def main() -> None:
               f"({'constant' if len(set(allocated)) == 1 else 'VARIES'})")
         print(f"host bytes held after each step: {sorted(set(held))}; pending events {runtime.pending_events()}")
         print(f"offload_pass warnings: {relevant or 'none'}")
+        plan_pool = backend.plans[-1].host_pool
+        print(f"plan's host pool: {plan_pool[0]} bytes, {plan_pool[1]} slots "
+              f"(offloaded {backend.plans[-1].offloaded_bytes} bytes)")
+        print(f"offload_pass host pools after step 1: {pools[0]}, after step {len(pools)}: {pools[-1]}; "
+              f"{'the same every step' if all(p == pools[0] for p in pools) else 'VARIES'}")
         if pool and pool[0] is not None:
             grew = [i for i in range(1, len(pool)) if pool[i][1] > pool[i - 1][1]]
-            print(f"pinned host pool (bytes, cudaHostAlloc calls) after step 1: {pool[0]}, "
+            print(f"PyTorch's pinned allocator (bytes, cudaHostAlloc calls) after step 1: {pool[0]}, "
                   f"after step {len(pool)}: {pool[-1]}; steps after the first where it grew: {grew or 'none'}")
+        nbytes = plan_pool[0]
+        start = time.perf_counter()
+        raw, base = runtime._page_locked(nbytes, True)
+        registered = time.perf_counter() - start
+        torch.cuda.cudart().cudaHostUnregister(base)
+        del raw
+        start = time.perf_counter()
+        pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        allocated_s = time.perf_counter() - start
+        del pinned
+        print(f"page-locking {nbytes} bytes: offload_pass pool {registered * 1e3:.1f} ms (exactly that); "
+              f"PyTorch's pinned allocator {allocated_s * 1e3:.1f} ms (rounds up to "
+              f"{1 << (nbytes - 1).bit_length()} bytes)")
 
     # 2. race check: the copy streams start each step behind a large copy
     d2h, h2d = runtime.streams_for(torch.device(dev))

@@ -58,7 +58,10 @@ class OffloadConfig:
         stay on device: their reload would start with the backward, so moving
         them costs two copies and frees nothing at the peak.
     disabled_passes: names of passes to skip ("offload" turns the rewrite off
-        while still recording a plan).
+        while still recording a plan; "host_pool" allocates each host copy on
+        its own from PyTorch's pinned allocator, which rounds every size up to
+        a power of two, instead of laying a call's copies out in one buffer of
+        the plan's size).
     """
 
     min_bytes: int = 1 << 20
@@ -150,6 +153,6 @@ class OffloadConfig:
         return repr(dataclasses.astuple(self))
 
 
-KNOWN_PASSES = ("offload",)
+KNOWN_PASSES = ("offload", "host_pool")
 SCHEDULES = ("cost", "fixed")
 MODES = ("marked", "auto", "budget")

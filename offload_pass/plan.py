@@ -88,6 +88,9 @@ class OffloadPlan:
     # without offload and with the chosen copies.
     predicted_selection_peak: Optional[tuple[int, int]] = None
     selection: Optional[str] = None
+    # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
+    # call are laid out in (copies of symbolic size are allocated apart).
+    host_pool: Optional[tuple[int, int]] = None
 
     @property
     def predicted_reduction(self) -> Optional[int]:
@@ -137,6 +140,9 @@ class OffloadPlan:
             f"offloaded {self.offloaded_bytes / 2**20:.2f} MiB in {len(self.groups)} copies "
             f"({len(self.offloaded)} saved tensors); kept {self.kept_bytes / 2**20:.2f} MiB"
         )
+        if self.host_pool:
+            nbytes, slots = self.host_pool
+            lines.append(f"host pool {nbytes / 2**20:.2f} MiB per call ({slots} slots, page-aligned)")
         if self.predicted_reduction is not None:
             lines.append(
                 f"predicted peak {self.predicted_peak_before / 2**20:.2f} -> "
@@ -184,6 +190,8 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
         return False, "graph input" if not t.is_view else "view of a graph input"
     if t.kind == "output":
         return False, "model output (or shares its storage)"
+    if t.on_host:
+        return False, "already in host memory"
     if t.op.split(".")[0] in COLLECTIVE_NAMESPACES:
         # A collective's output (tensor or sequence parallel traces them into
         # the graph) belongs to the communication schedule: never moved.

@@ -4,7 +4,8 @@ Takes: the partitioner's forward and backward graph modules, the plan and the
 config. Gives: the same graph modules, edited in place and linted:
 
 forward   x = producer(...)
-          x_host = offload_pass.offload(x)          right after the producer
+          x_host = offload_pass.offload(x, ...)     right after the producer, into its
+                                                    slot of the graph's host pool
           ...                                       where the copy is predicted to have landed
           offload_pass.release(x, x_host)           (or ``max_inflight`` copies later); x's
                                                     memory is freed here
@@ -22,6 +23,7 @@ Nodes made here carry ``meta["offload_pass"] = "rewrite"``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Optional
 
 import torch
@@ -34,9 +36,12 @@ from .plan import OffloadPlan
 from .runtime import OPS
 from .saved_set import saved_positions
 
-__all__ = ["rewrite_graphs", "CREATED_KEY"]
+__all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY"]
 
 CREATED_KEY = "offload_pass"
+
+# Slots start on page boundaries (the pool itself does).
+_SLOT_ALIGN = 4096
 
 
 @dataclasses.dataclass
@@ -64,6 +69,34 @@ def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
             for name in group.members:
                 copies.append(_Copy(name, group.storage, [name], {name: None}))
     return copies
+
+
+def _concrete_extent(val: torch.Tensor) -> Optional[int]:
+    """Bytes the host copy of ``val`` spans (its sizes and strides from the
+    first element); None when a size is symbolic (it may change per call)."""
+    if not all(isinstance(d, int) for d in (*val.size(), *val.stride())):
+        return None
+    if val.numel() == 0:
+        return None
+    return (1 + sum((s - 1) * st for s, st in zip(val.size(), val.stride()))) * val.element_size()
+
+
+def host_pool_layout(extents: list[tuple[str, Optional[int]]]) -> tuple[str, int, dict[str, tuple[int, int]]]:
+    """Lay copies out in one host buffer: ``extents`` is (copied node, bytes
+    or None) in issue order. Gives (layout key, pool bytes, node -> (offset,
+    slot bytes)); copies of unknown size get no slot. Slots are whole pages
+    (4096 bytes), one after the other; layouts with the same slots get the
+    same key (and may share buffers: a slot is only reused once free)."""
+    slots: dict[str, tuple[int, int]] = {}
+    total = 0
+    for name, nbytes in extents:
+        if nbytes is None:
+            continue
+        size = -(-nbytes // _SLOT_ALIGN) * _SLOT_ALIGN
+        slots[name] = (total, size)
+        total += size
+    key = hashlib.sha1(repr(list(slots.values())).encode()).hexdigest()[:12] if slots else ""
+    return key, total, slots
 
 
 def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[str] = None) -> fx.Node:
@@ -100,7 +133,8 @@ def _rewrite_forward(
     positions: dict[str, int],
     config: OffloadConfig,
     release_after: Optional[dict[str, str]],
-) -> None:
+) -> tuple[int, int]:
+    """Returns the host pool's bytes and its number of slots."""
     graph = fw_gm.graph
     nodes = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
@@ -109,12 +143,19 @@ def _rewrite_forward(
 
     hosts: dict[str, fx.Node] = {}
     issued: list[tuple[fx.Node, fx.Node]] = []
-    for copy in sorted(copies, key=lambda c: order[nodes[c.source]]):
+    in_order = sorted(copies, key=lambda c: order[nodes[c.source]])
+    pool, pool_bytes, slots = host_pool_layout(
+        []
+        if "host_pool" in config.disabled_passes
+        else [(c.source, _concrete_extent(nodes[c.source].meta["val"])) for c in in_order]
+    )
+    limit = -1 if config.host_memory_limit is None else config.host_memory_limit
+    for copy in in_order:
         source = nodes[copy.source]
+        slot = (pool, pool_bytes, *slots[copy.source]) if copy.source in slots else ()
         with graph.inserting_after(source):
-            limit = -1 if config.host_memory_limit is None else config.host_memory_limit
             host = _new_node(
-                graph, OPS["offload"], (source, config.pin_memory, limit), fake_mode, f"{source.name}_host"
+                graph, OPS["offload"], (source, config.pin_memory, limit, *slot), fake_mode, f"{source.name}_host"
             )
         hosts[copy.source] = host
         issued.append((source, host))
@@ -143,6 +184,7 @@ def _rewrite_forward(
         for member in copy.members:
             args[positions[member]] = hosts[copy.source]
     output.args = (tuple(args),)
+    return (pool_bytes, len(slots)) if slots else None
 
 
 def _rewrite_backward(
@@ -210,7 +252,8 @@ def rewrite_graphs(
     """The cost model's schedule, when given: ``release_after[storage]``: the
     forward node after which that group's device memory is released;
     ``reload_before[storage]``: the backward node before which its reload is
-    issued. None: ``config.max_inflight`` / ``config.prefetch`` (fixed)."""
+    issued. None: ``config.max_inflight`` / ``config.prefetch`` (fixed).
+    Records the host pool's size in ``plan.host_pool``."""
     if not plan.groups:
         return fw_gm, bw_gm
     positions = saved_positions(fw_gm, bw_gm)
@@ -219,7 +262,7 @@ def rewrite_graphs(
         if entry.name in fw_nodes:
             fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
     copies = _copies(plan, fw_nodes)
-    _rewrite_forward(fw_gm, copies, positions, config, release_after)
+    plan.host_pool = _rewrite_forward(fw_gm, copies, positions, config, release_after)
     _rewrite_backward(bw_gm, copies, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
         gm.graph.lint()

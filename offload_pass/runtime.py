@@ -4,9 +4,11 @@ Takes: tensors from the compiled forward / backward graphs. Gives four
 ``torch.library`` custom ops in the ``offload_pass`` namespace, each with a fake
 implementation so Inductor can trace and schedule them:
 
-- ``offload(x, pin_memory, host_limit) -> host``: device->host copy of ``x``
-  on the device->host stream, into pinned memory; records a completion event.
-  If host memory cannot be had (allocation failure, or the cap reached), a
+- ``offload(x, pin_memory, host_limit, pool, pool_bytes, offset) -> host``:
+  device->host copy of ``x`` on the device->host stream, into its slot of the
+  graph's host pool (one page-locked buffer the size the plan asked for,
+  reused every step; see "Host pools" below); records a completion event. If
+  host memory cannot be had (allocation failure, or the cap reached), a
   device copy stands in, with one warning: slower, never wrong.
 - ``release(x!, host)``: the compute stream waits for that event. It is the last
   use of ``x`` in the forward graph, so the graph frees ``x`` right after it, and
@@ -24,12 +26,15 @@ tests execute the real rewritten graphs.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
+from typing import Optional
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
-__all__ = ["stats", "reset_stats", "streams_for"]
+__all__ = ["stats", "reset_stats", "streams_for", "host_pool_stats", "clear_host_pools"]
 
 # Completion events keyed by the data pointer of the tensor they guard. A key is
 # unique while its tensor is alive, and every tensor stays alive until its event
@@ -62,8 +67,9 @@ def reset_stats() -> None:
 
 
 def host_bytes_held() -> int:
-    """Host bytes that offloaded copies hold right now."""
-    return _host_bytes[0]
+    """Host bytes that offloaded copies hold right now (pool slots in use
+    and copies outside a pool)."""
+    return _host_bytes[0] + sum(a.bytes_in_use() for arenas in _pools.values() for a in arenas)
 
 
 def streams_for(device: torch.device) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
@@ -95,31 +101,189 @@ def _stay_on_device(x: torch.Tensor, why: str) -> torch.Tensor:
     for the host copy (memory-neutral: ``x`` itself is released), the
     backward reads it like any reload, and the gradients stay exact."""
     _stats["fallback_calls"] += 1
-    message = f"offload_pass: {why}; the tensor stays on device (training continues)"
+    _warn_once(f"offload_pass: {why}; the tensor stays on device (training continues)")
+    return x.clone()
+
+
+def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-    return x.clone()
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _held(nbytes: int) -> None:
     _host_bytes[0] -= nbytes
 
 
+# Host pools. The rewrite lays every copy of a graph with known sizes out in
+# one buffer (``pool_bytes``, each slot at ``offset``, aligned), the size the
+# plan asks for: PyTorch's pinned allocator rounds each allocation up to a
+# power of two (a 96 MiB copy would hold 128 MiB). The buffer is allocated and
+# page-locked once (cudaHostRegister, exactly ``pool_bytes``) and reused every
+# step. A slot is handed out as a tensor with a storage of its own, so that
+# the slot is known to be free exactly when no tensor refers to that storage
+# any more (autograd's saved copies included). A call that finds its slot
+# still held (two forwards before one backward, one graph run for several
+# layers) takes the slot in the next buffer of the same layout ("arena"),
+# allocating one if none is free: a slot is never written while a copy in it
+# may still be read.
+
+@dataclasses.dataclass
+class _Arena:
+    buffer: torch.Tensor  # uint8 host memory, ``pool_bytes`` from a page boundary
+    base: int  # its address
+    pinned: bool
+    slots: dict  # offset -> (StorageWeakRef of the slot handed out there, bytes)
+
+    def free(self, offset: int) -> bool:
+        held = self.slots.get(offset)
+        return held is None or held[0].expired()
+
+    def bytes_in_use(self) -> int:
+        return sum(n for ref, n in self.slots.values() if not ref.expired())
+
+
+_PAGE = 4096
+# (pool key, pinned) -> arenas of that layout, oldest first.
+_pools: dict[tuple[str, bool], list[_Arena]] = {}
+# Reload events by slot address: a slot's next copy-out waits for the last
+# reload that read it (the compute stream normally has already, through
+# wait_reload; this does not depend on it).
+_slot_reads: dict[int, torch.cuda.Event] = {}
+_slot_addresses: set[int] = set()
+_can_pool = hasattr(torch._C, "_construct_storage_from_data_pointer")
+
+
+_cuda = []
+
+
+def _cuda_available() -> bool:
+    if not _cuda:
+        _cuda.append(torch.cuda.is_available())
+    return _cuda[0]
+
+
+def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
+    """``nbytes`` of host memory starting at a page boundary, page-locked when
+    ``pin`` (exactly that many bytes: no power-of-two rounding)."""
+    raw = torch.empty(nbytes + _PAGE, dtype=torch.uint8)
+    skip = -raw.data_ptr() % _PAGE
+    base = raw.data_ptr() + skip
+    if pin:
+        register = getattr(torch.cuda.cudart(), "cudaHostRegister", None)
+        if register is None:
+            raise RuntimeError("this torch build exposes no cudaHostRegister")
+        error = register(base, nbytes, 0)
+        if int(getattr(error, "value", error)) != 0:
+            raise RuntimeError(f"cudaHostRegister of {nbytes} bytes failed ({error})")
+    return raw, base
+
+
+def _extent_bytes(x: torch.Tensor) -> int:
+    """Bytes a tensor with ``x``'s sizes and strides spans from its first element."""
+    if x.numel() == 0:
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(x.size(), x.stride()))) * x.element_size()
+
+
+def _pool_slot(
+    x: torch.Tensor, pool: str, pool_bytes: int, offset: int, slot_bytes: int, pin: bool
+) -> torch.Tensor:
+    """A host tensor shaped like ``x`` in its slot of a free arena of ``pool``."""
+    nbytes = _extent_bytes(x)
+    if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
+        raise ValueError(
+            f"offload_pass: a copy of {nbytes} bytes does not fit its host-pool slot "
+            f"[{offset}, {offset + slot_bytes}) of {pool_bytes} bytes (pool {pool!r}): the graph "
+            "runs with other sizes than it was planned for"
+        )
+    arenas = _pools.setdefault((pool, pin), [])
+    arena = next((a for a in arenas if a.free(offset)), None)
+    if arena is None:
+        raw, base = _page_locked(pool_bytes, pin)
+        arena = _Arena(raw, base, pin, {})
+        arenas.append(arena)
+    address = arena.base + offset
+    storage = torch._C._construct_storage_from_data_pointer(address, torch.device("cpu"), nbytes)
+    host = torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
+    arena.slots[offset] = (StorageWeakRef(host.untyped_storage()), nbytes)
+    _slot_addresses.add(address)
+    return host
+
+
+def host_pool_stats() -> dict[str, int]:
+    """Host pools now: ``arenas`` (buffers), ``bytes`` (their size, all of
+    it page-locked for CUDA copies) and ``in_use`` (bytes of slots that
+    offloaded copies hold)."""
+    arenas = [a for group in _pools.values() for a in group]
+    return {
+        "arenas": len(arenas),
+        "bytes": sum(a.buffer.numel() - _PAGE for a in arenas),
+        "in_use": sum(a.bytes_in_use() for a in arenas),
+    }
+
+
+def clear_host_pools() -> int:
+    """Free the host-pool buffers no offloaded copy holds any more (a later
+    step allocates them again). Returns how many were freed."""
+    freed = 0
+    for key, arenas in list(_pools.items()):
+        keep = []
+        for arena in arenas:
+            if arena.bytes_in_use():
+                keep.append(arena)
+                continue
+            if arena.pinned:
+                # A copy queued on a stream may still touch the buffer.
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaHostUnregister(arena.base)
+            for offset in arena.slots:
+                _slot_addresses.discard(arena.base + offset)
+                _slot_reads.pop(arena.base + offset, None)
+            freed += 1
+        if keep:
+            _pools[key] = keep
+        else:
+            del _pools[key]
+    return freed
+
+
 @torch.library.custom_op("offload_pass::offload", mutates_args=())
-def offload(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> torch.Tensor:
-    """``host_limit`` >= 0 caps the host bytes that offloaded copies hold at once."""
+def offload(
+    x: torch.Tensor,
+    pin_memory: bool = True,
+    host_limit: int = -1,
+    pool: str = "",
+    pool_bytes: int = 0,
+    offset: int = 0,
+    slot_bytes: int = 0,
+) -> torch.Tensor:
+    """``host_limit`` >= 0 caps the host bytes that offloaded copies hold at
+    once. ``pool`` (a layout key; empty: no pool), ``pool_bytes``, ``offset``
+    and ``slot_bytes``: the host-pool slot the rewrite laid this copy out in."""
     nbytes = _nbytes(x)
-    if host_limit >= 0 and _host_bytes[0] + nbytes > host_limit:
+    if host_limit >= 0 and host_bytes_held() + nbytes > host_limit:
         return _stay_on_device(x, f"host memory cap reached (host_memory_limit={host_limit} bytes)")
-    try:
-        host = _host_like(x, pin=pin_memory and x.device.type == "cuda")
-    except RuntimeError as error:  # pinned (page-locked) memory exhausted
-        return _stay_on_device(x, f"host memory allocation failed ({error})")
+    pin = pin_memory and x.device.type == "cuda"
+    host: Optional[torch.Tensor] = None
+    if pool and _can_pool:
+        try:
+            # One buffer serves the whole call, so it is page-locked whenever
+            # CUDA copies may use it: a graph on the GPU can save a CPU tensor
+            # (the RNG seed of efficient attention) that its fake value placed on the GPU.
+            host = _pool_slot(x, pool, pool_bytes, offset, slot_bytes, pin_memory and _cuda_available())
+        except RuntimeError as error:  # no page-locked memory to be had
+            _warn_once(f"offload_pass: host pool of {pool_bytes} bytes unavailable ({error}); "
+                       "copies are allocated one by one")
+    if host is None:
+        try:
+            host = _host_like(x, pin=pin)
+        except RuntimeError as error:  # pinned (page-locked) memory exhausted
+            return _stay_on_device(x, f"host memory allocation failed ({error})")
+        _host_bytes[0] += nbytes
+        weakref.finalize(host, _held, nbytes)
     _stats["offload_calls"] += 1
     _stats["offload_bytes"] += nbytes
-    _host_bytes[0] += nbytes
-    weakref.finalize(host, _held, nbytes)
     if x.device.type != "cuda":
         # CPU path (CI): a real, separate buffer, so the backward reads a copy.
         host.copy_(x)
@@ -128,6 +292,9 @@ def offload(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> t
         return host
     d2h, _ = streams_for(x.device)
     d2h.wait_stream(torch.cuda.current_stream(x.device))
+    last_read = _slot_reads.pop(host.data_ptr(), None)
+    if last_read is not None:
+        d2h.wait_event(last_read)
     with torch.cuda.stream(d2h):
         host.copy_(x, non_blocking=True)
         event = torch.cuda.Event()
@@ -137,7 +304,15 @@ def offload(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> t
 
 
 @offload.register_fake
-def _(x: torch.Tensor, pin_memory: bool = True, host_limit: int = -1) -> torch.Tensor:
+def _(
+    x: torch.Tensor,
+    pin_memory: bool = True,
+    host_limit: int = -1,
+    pool: str = "",
+    pool_bytes: int = 0,
+    offset: int = 0,
+    slot_bytes: int = 0,
+) -> torch.Tensor:
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
 
 
@@ -185,6 +360,8 @@ def reload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
         event = torch.cuda.Event()
         event.record(h2d)
     _reload_events[out.data_ptr()] = event
+    if host.data_ptr() in _slot_addresses:
+        _slot_reads[host.data_ptr()] = event
     return out
 
 

@@ -43,6 +43,9 @@ class SavedTensor:
     asked: Optional[str]  # "offload" / "keep" / None (not marked)
     asked_by: str
     backward_first_use: int = -1  # index of its first consumer in the backward graph
+    # A host (CPU) tensor in a graph that runs on an accelerator: already
+    # where a copy would put it.
+    on_host: bool = False
 
 
 def _val(node: fx.Node) -> object:
@@ -192,6 +195,9 @@ def collect_saved_tensors(
         storage_root(o)[0].name for o in outputs[:num_user_outputs] if isinstance(o, fx.Node)
     }
     static = set(static_input_indices)
+    on_accelerator = any(
+        isinstance(_val(n), torch.Tensor) and _val(n).device.type != "cpu" for n in fw_gm.graph.nodes
+    )
     bw_order = {n: i for i, n in enumerate(bw_gm.graph.nodes)}
     first_use = {
         n.name: min(bw_order[u] for u in n.users)
@@ -241,6 +247,7 @@ def collect_saved_tensors(
                 asked=asked,
                 asked_by=asked_by,
                 backward_first_use=first_use.get(name, -1),
+                on_host=on_accelerator and val.device.type == "cpu",
             )
         )
     return records

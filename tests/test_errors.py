@@ -94,7 +94,7 @@ def test_config_errors():
         offload_pass.make_backend(prefech=3)
     with pytest.raises(ValueError, match="min_bytes must be an int >= 0"):
         offload_pass.OffloadConfig(min_bytes=-1)
-    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload'\]"):
+    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload', 'host_pool'\]"):
         offload_pass.OffloadConfig(disabled_passes=("ofload",))
 
 

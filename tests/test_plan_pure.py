@@ -90,3 +90,12 @@ def test_collective_outputs_are_never_offloaded_even_when_marked():
         "view_1": ("keep", "output of a collective (_c10d_functional.wait_tensor)"),
         "mm": ("offload", "offloaded by module m"),
     }
+
+
+def test_a_host_tensor_of_an_accelerator_graph_stays_even_when_marked():
+    host = dataclasses.replace(record("seed", nbytes=8), on_host=True)
+    plan = plan_saved_tensors([host, record("a")], OffloadConfig(min_bytes=0))
+    assert decisions(plan) == {
+        "seed": ("keep", "already in host memory"),
+        "a": ("offload", "offloaded by module m"),
+    }

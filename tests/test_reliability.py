@@ -384,6 +384,7 @@ def test_pinned_allocation_failure_falls_back(monkeypatch):
         raise RuntimeError("CUDA error: out of memory (simulated)")
 
     monkeypatch.setattr(runtime, "_host_like", failing)
+    monkeypatch.setattr(runtime, "_page_locked", lambda nbytes, pin: failing(None, pin))
     runtime.reset_stats()
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")

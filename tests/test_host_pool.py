@@ -1,0 +1,135 @@
+"""Host pools: one buffer per graph call, sized by the plan, reused every step,
+and never a slot written while a copy in it may still be read."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import offload_pass
+from offload_pass import runtime
+from offload_pass.models import make_decoder
+from offload_pass.rewrite import host_pool_layout
+
+from conftest import DEVICES
+from helpers import assert_same_training
+
+ATTN_MLP = lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")
+
+
+@pytest.fixture(autouse=True)
+def _empty_pools():
+    runtime.clear_host_pools()
+    yield
+    runtime.clear_host_pools()
+
+
+def pools_since(before):
+    """Host-pool stats relative to ``before`` (buffers another test still
+    holds stay out of the comparison)."""
+    now = runtime.host_pool_stats()
+    return {k: now[k] - before[k] for k in now}
+
+
+def decoder(device="cpu"):
+    return make_decoder(layers=2, hidden=32, heads=4, device=device)
+
+
+def test_layout_aligns_slots_and_skips_unknown_sizes():
+    key, total, slots = host_pool_layout([("a", 10), ("b", None), ("c", 5000), ("d", 4096)])
+    assert slots == {"a": (0, 4096), "c": (4096, 8192), "d": (12288, 4096)}
+    assert total == 16384
+    # The key is the layout's, not the names': like layouts may share buffers.
+    assert host_pool_layout([("x", 4000), ("y", 5000), ("z", 4096)])[0] == key
+    assert host_pool_layout([("x", 5000), ("y", 4000), ("z", 4096)])[0] != key
+    assert host_pool_layout([("a", None)]) == ("", 0, {})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pool_is_sized_by_the_plan_and_reused_every_step(device):
+    x = torch.randn(2, 16, 32, device=device)
+    before = runtime.host_pool_stats()
+    backend = assert_same_training(decoder(device), ATTN_MLP, (x,), steps=3)
+    plan = backend.plans[-1]
+    pool_bytes, slots = plan.host_pool
+    copied = [n for n in backend.graphs[-1]["forward"].splitlines() if "offload_pass.offload(" in n]
+    assert slots == len(copied) == len(plan.groups) > 0
+    # Exactly the copies' bytes (dense here), each rounded up to a page: no
+    # power-of-two rounding.
+    assert pool_bytes == sum(-(-g.nbytes // 4096) * 4096 for g in plan.groups)
+    assert f"host pool {pool_bytes / 2**20:.2f} MiB per call ({slots} slots" in str(plan)
+    # Three steps, one buffer; nothing held once each backward is done.
+    assert pools_since(before) == {"arenas": 1, "bytes": pool_bytes, "in_use": 0}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_two_forwards_before_one_backward_take_a_second_buffer(device):
+    model = decoder(device)
+    reference = copy.deepcopy(model)
+    ATTN_MLP(model)
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    compiled = torch.compile(model, backend=backend)
+    x = torch.randn(2, 16, 32, device=device)
+    before = runtime.host_pool_stats()
+    loss = compiled(x) + compiled(2 * x)
+    # The first call's copies are still held by autograd: the second call
+    # must not write over them.
+    plan = backend.plans[-1]
+    assert pools_since(before) == {"arenas": 2, "bytes": 2 * plan.host_pool[0], "in_use": 2 * plan.offloaded_bytes}
+    loss.backward()
+    assert pools_since(before)["in_use"] == 0
+    ref = torch.compile(reference)
+    (ref(x) + ref(2 * x)).backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_slot_stays_taken_while_any_tensor_shares_its_storage():
+    x = torch.randn(64, 64)
+    before = runtime.host_pool_stats()
+    first = runtime.offload(x, False, -1, "k", 16384, 0, 16384)
+    # Autograd may keep a different tensor object over the same storage: the
+    # slot must count as taken until the storage itself is gone.
+    alias = first.detach()
+    del first
+    second = runtime.offload(x + 1, False, -1, "k", 16384, 0, 16384)
+    assert pools_since(before)["arenas"] == 2
+    assert torch.equal(alias, x) and torch.equal(second, x + 1)
+    del alias, second
+    third = runtime.offload(x + 2, False, -1, "k", 16384, 0, 16384)
+    assert pools_since(before)["arenas"] == 2  # a free slot is reused
+    assert torch.equal(third, x + 2)
+
+
+def test_a_copy_that_outgrows_its_slot_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match=r"16384 bytes does not fit its host-pool slot \[8192, 12288\)"):
+        runtime.offload(torch.randn(64, 64), False, -1, "k", 16384, 8192, 4096)
+
+
+def test_pool_unavailable_falls_back_to_one_allocation_per_copy(monkeypatch):
+    def failing(nbytes, pin):
+        raise RuntimeError("cudaHostRegister failed (simulated)")
+
+    monkeypatch.setattr(runtime, "_page_locked", failing)
+    runtime.reset_stats()
+    before = runtime.host_pool_stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same_training(decoder(), ATTN_MLP, (torch.randn(2, 16, 32),), steps=2)
+    assert runtime.stats()["offload_calls"] > 0 and runtime.stats()["fallback_calls"] == 0
+    assert pools_since(before)["arenas"] == 0
+    messages = {str(w.message) for w in caught if "host pool" in str(w.message)}
+    assert len(messages) == 1 and "copies are allocated one by one" in messages.pop()
+
+
+def test_host_pool_can_be_disabled_by_name():
+    before = runtime.host_pool_stats()
+    backend = assert_same_training(
+        decoder(), ATTN_MLP, (torch.randn(2, 16, 32),), steps=2, disabled_passes=("host_pool",)
+    )
+    plan = backend.plans[-1]
+    assert plan.groups and plan.host_pool is None and "host pool" not in str(plan)
+    offloads = [n for n in backend.graphs[-1]["forward"].splitlines() if "offload_pass.offload(" in n]
+    assert offloads and all(", True, -1)" in n for n in offloads)
+    assert pools_since(before)["arenas"] == 0
