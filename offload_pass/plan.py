@@ -285,10 +285,13 @@ def keep_offloads_without_gain(
     ``live_bytes``: device bytes alive at each point of one step without
     offload (``timeline.simulate_step``). ``off_device[storage] = (a, b)``: the
     points where that group's bytes would be on the host. A pure function:
-    groups are tried in order of their first backward use (the ones reloaded
-    soonest free memory for the shortest time); each is kept on device if the
-    peak with it kept stays at or below the current predicted peak. A copy that
-    frees nothing at the peak costs two transfers and saves nothing.
+    groups are tried largest first (then in order of their first backward
+    use); each is kept on device if the peak with it kept stays at or below
+    the peak with every copy made. A copy that frees nothing at the peak
+    costs two transfers and saves nothing. Largest first because the aim is
+    the fewest bytes copied for that peak: trying a small copy first can keep
+    it in place of a large one that covered the same points (against brute
+    force on random cases, tests/test_cost_model.py).
     """
     off = list(live_bytes)
     for group in plan.groups:
@@ -297,7 +300,7 @@ def keep_offloads_without_gain(
             off[i] -= group.nbytes
     peak = max(off, default=0)
     dropped: set[str] = set()
-    for group in sorted(plan.groups, key=lambda g: (off_device[g.storage][1], off_device[g.storage][0])):
+    for group in sorted(plan.groups, key=lambda g: (-g.nbytes, off_device[g.storage][1], off_device[g.storage][0])):
         if group.nbytes == 0:
             # Symbolic sizes (a dynamic graph): the size is unknown here, so
             # the user's mark stands (an empty tensor never reaches a group).

@@ -1,6 +1,9 @@
 """The cost model and the peak trim as pure functions over made-up numbers,
 then wired into a compile (plan fields, schedule honoured by the rewrite)."""
 
+import itertools
+import random
+
 import pytest
 import torch
 
@@ -195,6 +198,53 @@ def test_trim_changes_nothing_when_every_copy_helps():
     live = [10, 40, 40, 10]
     plan = _plan({"a": 10, "b": 10})
     assert keep_offloads_without_gain(plan, live, {"a": (1, 3), "b": (1, 3)}) is plan
+
+
+def _random_trim_case(seed: int, copies: int = 8, points: int = 40):
+    """Memory of a step without offload and copies of assorted sizes, each off
+    the device over an interval that spans the forward/backward boundary."""
+    rng = random.Random(seed)
+    live = [rng.randint(50, 100) * 1000 for _ in range(points)]
+    sizes, off = {}, {}
+    for j in range(copies):
+        a, b = rng.randint(0, points // 2 - 2), rng.randint(points // 2, points - 1)
+        sizes[f"g{j}"] = rng.choice([8, 16, 32, 64]) * 1000
+        off[f"g{j}"] = (a, b)
+        for i in range(a, points):
+            live[i] += sizes[f"g{j}"]
+    return live, sizes, off
+
+
+def test_trim_copies_the_fewest_bytes_for_the_lowest_peak_against_brute_force():
+    misses, worst = 0, 1.0
+    for seed in range(200):
+        live, sizes, off = _random_trim_case(seed)
+
+        def peak(chosen):
+            memory = list(live)
+            for name in chosen:
+                a, b = off[name]
+                for i in range(a, b):
+                    memory[i] -= sizes[name]
+            return max(memory)
+
+        lowest = peak(sizes)
+        fewest = min(
+            sum(sizes[n] for n in subset)
+            for k in range(len(sizes) + 1)
+            for subset in itertools.combinations(sizes, k)
+            if peak(subset) <= lowest
+        )
+        trimmed = keep_offloads_without_gain(_plan(sizes), live, off)
+        kept_offloaded = [g.storage for g in trimmed.groups]
+        assert peak(kept_offloaded) == lowest, f"seed {seed}: the trim raised the peak"
+        copied = sum(sizes[n] for n in kept_offloaded)
+        if copied > fewest:
+            misses += 1
+            worst = max(worst, copied / fewest)
+    # Largest first: no miss in these 200 cases. In backward order (the
+    # previous rule): 46 misses, up to 8x the bytes.
+    assert misses == 0, (misses, worst)
 
 
 def test_trim_leaves_copies_of_unknown_size_to_the_mark():

@@ -12,10 +12,13 @@ def test_explain_default_factory():
     assert out.returncode == 0, out.stderr
     assert "offload plan graph 0" in out.stdout
     assert "offloaded by module layers.0.attn" in out.stdout
-    assert "+mm_2_host = offload_pass.offload(mm_2, True, -1)" in out.stdout
-    # The last layer's tensors come back first in backward: offloading them
-    # would not lower the peak, and the plan says so.
-    assert "mm_6_host" not in out.stdout
+    # Copied into its slot of the graph's host pool (28672 bytes, 5 slots).
+    assert "+mm_1_host = offload_pass.offload(mm_1, True, -1, 'a1a9ff75ae48', 28672, 20480, 4096)" in out.stdout
+    assert "host pool 0.03 MiB per call (5 slots, page-aligned)" in out.stdout
+    # The fc1 outputs are the largest copies, and the smaller ones already
+    # bring the peak as low as it goes: copying them would not lower it, and
+    # the plan says so.
+    assert "mm_2_host" not in out.stdout and "mm_6_host" not in out.stdout
     assert "would not lower the predicted peak (keep_if_no_gain)" in out.stdout
     assert "+offload_pass.wait_reload(" in out.stdout
 
