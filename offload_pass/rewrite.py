@@ -33,15 +33,12 @@ from torch._guards import detect_fake_mode
 from .annotations import CHOSEN_KEY, storage_root
 from .config import OffloadConfig
 from .plan import OffloadPlan
-from .runtime import OPS
+from .runtime import OPS, PAGE_BYTES, extent_bytes
 from .saved_set import saved_positions
 
 __all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY"]
 
 CREATED_KEY = "offload_pass"
-
-# Slots start on page boundaries (the pool itself does).
-_SLOT_ALIGN = 4096
 
 
 @dataclasses.dataclass
@@ -76,9 +73,7 @@ def _concrete_extent(val: torch.Tensor) -> Optional[int]:
     first element); None when a size is symbolic (it may change per call)."""
     if not all(isinstance(d, int) for d in (*val.size(), *val.stride())):
         return None
-    if val.numel() == 0:
-        return None
-    return (1 + sum((s - 1) * st for s, st in zip(val.size(), val.stride()))) * val.element_size()
+    return extent_bytes(val) or None
 
 
 def host_pool_layout(extents: list[tuple[str, Optional[int]]]) -> tuple[str, int, dict[str, tuple[int, int]]]:
@@ -92,7 +87,7 @@ def host_pool_layout(extents: list[tuple[str, Optional[int]]]) -> tuple[str, int
     for name, nbytes in extents:
         if nbytes is None:
             continue
-        size = -(-nbytes // _SLOT_ALIGN) * _SLOT_ALIGN
+        size = -(-nbytes // PAGE_BYTES) * PAGE_BYTES
         slots[name] = (total, size)
         total += size
     key = hashlib.sha1(repr(list(slots.values())).encode()).hexdigest()[:12] if slots else ""
@@ -133,8 +128,8 @@ def _rewrite_forward(
     positions: dict[str, int],
     config: OffloadConfig,
     release_after: Optional[dict[str, str]],
-) -> tuple[int, int]:
-    """Returns the host pool's bytes and its number of slots."""
+) -> Optional[tuple[int, int]]:
+    """Returns the host pool's bytes and its number of slots (None: no pool)."""
     graph = fw_gm.graph
     nodes = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])

@@ -4,7 +4,7 @@ Takes: tensors from the compiled forward / backward graphs. Gives four
 ``torch.library`` custom ops in the ``offload_pass`` namespace, each with a fake
 implementation so Inductor can trace and schedule them:
 
-- ``offload(x, pin_memory, host_limit, pool, pool_bytes, offset) -> host``:
+- ``offload(x, pin_memory, host_limit, pool, pool_bytes, offset, slot_bytes) -> host``:
   device->host copy of ``x`` on the device->host stream, into its slot of the
   graph's host pool (one page-locked buffer the size the plan asked for,
   reused every step; see "Host pools" below); records a completion event. If
@@ -27,6 +27,7 @@ tests execute the real rewritten graphs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 import weakref
 from typing import Optional
@@ -143,9 +144,12 @@ class _Arena:
         return sum(n for ref, n in self.slots.values() if not ref.expired())
 
 
-_PAGE = 4096
+PAGE_BYTES = 4096
 # (pool key, pinned) -> arenas of that layout, oldest first.
 _pools: dict[tuple[str, bool], list[_Arena]] = {}
+# Pools whose buffer could not be had: their copies are allocated one by one
+# from then on, without trying again on every call.
+_unavailable: set[tuple[str, bool]] = set()
 # Reload events by slot address: a slot's next copy-out waits for the last
 # reload that read it (the compute stream normally has already, through
 # wait_reload; this does not depend on it).
@@ -154,20 +158,16 @@ _slot_addresses: set[int] = set()
 _can_pool = hasattr(torch._C, "_construct_storage_from_data_pointer")
 
 
-_cuda = []
-
-
+@functools.lru_cache(maxsize=None)
 def _cuda_available() -> bool:
-    if not _cuda:
-        _cuda.append(torch.cuda.is_available())
-    return _cuda[0]
+    return torch.cuda.is_available()
 
 
 def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
     """``nbytes`` of host memory starting at a page boundary, page-locked when
     ``pin`` (exactly that many bytes: no power-of-two rounding)."""
-    raw = torch.empty(nbytes + _PAGE, dtype=torch.uint8)
-    skip = -raw.data_ptr() % _PAGE
+    raw = torch.empty(nbytes + PAGE_BYTES, dtype=torch.uint8)
+    skip = -raw.data_ptr() % PAGE_BYTES
     base = raw.data_ptr() + skip
     if pin:
         register = getattr(torch.cuda.cudart(), "cudaHostRegister", None)
@@ -179,7 +179,7 @@ def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
     return raw, base
 
 
-def _extent_bytes(x: torch.Tensor) -> int:
+def extent_bytes(x: torch.Tensor) -> int:
     """Bytes a tensor with ``x``'s sizes and strides spans from its first element."""
     if x.numel() == 0:
         return 0
@@ -190,7 +190,7 @@ def _pool_slot(
     x: torch.Tensor, pool: str, pool_bytes: int, offset: int, slot_bytes: int, pin: bool
 ) -> torch.Tensor:
     """A host tensor shaped like ``x`` in its slot of a free arena of ``pool``."""
-    nbytes = _extent_bytes(x)
+    nbytes = extent_bytes(x)
     if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
         raise ValueError(
             f"offload_pass: a copy of {nbytes} bytes does not fit its host-pool slot "
@@ -218,7 +218,7 @@ def host_pool_stats() -> dict[str, int]:
     arenas = [a for group in _pools.values() for a in group]
     return {
         "arenas": len(arenas),
-        "bytes": sum(a.buffer.numel() - _PAGE for a in arenas),
+        "bytes": sum(a.buffer.numel() - PAGE_BYTES for a in arenas),
         "in_use": sum(a.bytes_in_use() for a in arenas),
     }
 
@@ -227,6 +227,7 @@ def clear_host_pools() -> int:
     """Free the host-pool buffers no offloaded copy holds any more (a later
     step allocates them again). Returns how many were freed."""
     freed = 0
+    _unavailable.clear()
     for key, arenas in list(_pools.items()):
         keep = []
         for arena in arenas:
@@ -266,13 +267,15 @@ def offload(
         return _stay_on_device(x, f"host memory cap reached (host_memory_limit={host_limit} bytes)")
     pin = pin_memory and x.device.type == "cuda"
     host: Optional[torch.Tensor] = None
-    if pool and _can_pool:
+    # One buffer serves the whole call, so it is page-locked whenever CUDA
+    # copies may use it: a graph on the GPU can save a CPU tensor (the RNG
+    # seed of efficient attention) that its fake value placed on the GPU.
+    key = (pool, pin_memory and _cuda_available())
+    if pool and _can_pool and key not in _unavailable:
         try:
-            # One buffer serves the whole call, so it is page-locked whenever
-            # CUDA copies may use it: a graph on the GPU can save a CPU tensor
-            # (the RNG seed of efficient attention) that its fake value placed on the GPU.
-            host = _pool_slot(x, pool, pool_bytes, offset, slot_bytes, pin_memory and _cuda_available())
+            host = _pool_slot(x, pool, pool_bytes, offset, slot_bytes, key[1])
         except RuntimeError as error:  # no page-locked memory to be had
+            _unavailable.add(key)
             _warn_once(f"offload_pass: host pool of {pool_bytes} bytes unavailable ({error}); "
                        "copies are allocated one by one")
     if host is None:

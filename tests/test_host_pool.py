@@ -108,7 +108,10 @@ def test_a_copy_that_outgrows_its_slot_is_refused_with_the_reason():
 
 
 def test_pool_unavailable_falls_back_to_one_allocation_per_copy(monkeypatch):
+    tries = []
+
     def failing(nbytes, pin):
+        tries.append(nbytes)
         raise RuntimeError("cudaHostRegister failed (simulated)")
 
     monkeypatch.setattr(runtime, "_page_locked", failing)
@@ -121,6 +124,8 @@ def test_pool_unavailable_falls_back_to_one_allocation_per_copy(monkeypatch):
     assert pools_since(before)["arenas"] == 0
     messages = {str(w.message) for w in caught if "host pool" in str(w.message)}
     assert len(messages) == 1 and "copies are allocated one by one" in messages.pop()
+    # Tried once, not on every copy of every step.
+    assert len(tries) == 1
 
 
 def test_host_pool_can_be_disabled_by_name():
