@@ -385,12 +385,15 @@ def test_pinned_allocation_failure_falls_back(monkeypatch):
 
     monkeypatch.setattr(runtime, "_host_like", failing)
     monkeypatch.setattr(runtime, "_page_locked", lambda nbytes, pin: failing(None, pin))
+    # A host-pool buffer an earlier test left would still serve the copies.
+    runtime.clear_host_pools()
     runtime.reset_stats()
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         assert_same_training(decoder(), ATTN_MLP, (torch.randn(2, 16, 32),), steps=1)
     assert runtime.stats()["offload_calls"] == 0 and runtime.stats()["fallback_calls"] > 0
     monkeypatch.setattr(runtime, "_host_like", real)
+    runtime.clear_host_pools()  # forget the pool marked unavailable here
 
 
 def random_case(seed):
