@@ -131,8 +131,9 @@ def _held(nbytes: int) -> None:
 
 @dataclasses.dataclass
 class _Arena:
-    buffer: torch.Tensor  # uint8 host memory, ``pool_bytes`` from a page boundary
-    base: int  # its address
+    buffer: torch.Tensor  # uint8 host memory: a page more than ``nbytes``, to align ``base``
+    base: int  # the first page boundary in it: the pool's ``nbytes`` start here
+    nbytes: int
     pinned: bool
     slots: dict  # offset -> (StorageWeakRef of the slot handed out there, bytes)
 
@@ -201,7 +202,7 @@ def _pool_slot(
     arena = next((a for a in arenas if a.free(offset)), None)
     if arena is None:
         raw, base = _page_locked(pool_bytes, pin)
-        arena = _Arena(raw, base, pin, {})
+        arena = _Arena(raw, base, pool_bytes, pin, {})
         arenas.append(arena)
     address = arena.base + offset
     storage = torch._C._construct_storage_from_data_pointer(address, torch.device("cpu"), nbytes)
@@ -218,7 +219,7 @@ def host_pool_stats() -> dict[str, int]:
     arenas = [a for group in _pools.values() for a in group]
     return {
         "arenas": len(arenas),
-        "bytes": sum(a.buffer.numel() - PAGE_BYTES for a in arenas),
+        "bytes": sum(a.nbytes for a in arenas),
         "in_use": sum(a.bytes_in_use() for a in arenas),
     }
 
