@@ -22,6 +22,7 @@ from .markers import (
     offload_region,
 )
 from .plan import OffloadPlan, PlanEntry
+from .step_report import StepReport
 from .roles import register_saved_roles
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "OffloadConfig",
     "OffloadPlan",
     "PlanEntry",
+    "StepReport",
     "clear_marks",
     "graph_diff",
     "keep_modules",

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import operator
 from typing import Optional
 
-import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from .markers import ALL_ROLES, MARK_KEY, TENSOR_MARK_KEY
+from .views import is_view_node, view_base
 
 __all__ = [
     "Request",
@@ -29,8 +28,6 @@ __all__ = [
     "annotate_requests",
     "harvest_tensor_marks",
     "marks_digest",
-    "is_view_node",
-    "storage_root",
 ]
 
 REQUEST_KEY = "offload_pass_request"  # what the user asked (a Request)
@@ -108,49 +105,6 @@ def annotate_requests(graph: fx.Graph, enclosing: Optional[dict] = None) -> int:
             node.meta[REQUEST_KEY] = request
             count += 1
     return count
-
-
-def is_view_node(node: fx.Node) -> bool:
-    """True if ``node``'s output aliases its first tensor argument's storage."""
-    if node.op != "call_function":
-        return False
-    target = node.target
-    if target is torch.ops.aten.alias.default or target is torch.ops.aten.detach.default:
-        return True
-    if isinstance(target, torch._ops.OpOverload):
-        returns = target._schema.returns
-        return (
-            len(returns) == 1
-            and returns[0].alias_info is not None
-            and not returns[0].alias_info.is_write
-        )
-    if target is operator.getitem:
-        producer = node.args[0]
-        if isinstance(producer, fx.Node) and isinstance(producer.target, torch._ops.OpOverload):
-            returns = producer.target._schema.returns
-            # split / unbind return views of their input; getitem picks one.
-            return bool(returns) and returns[0].alias_info is not None
-    return False
-
-
-def view_base(node: fx.Node) -> Optional[fx.Node]:
-    if node.target is operator.getitem:
-        producer = node.args[0]
-        base = producer.args[0] if isinstance(producer, fx.Node) and producer.args else None
-    else:
-        base = node.args[0] if node.args else None
-    return base if isinstance(base, fx.Node) else None
-
-
-def storage_root(node: fx.Node) -> tuple[fx.Node, list[fx.Node]]:
-    """The node that owns ``node``'s storage, and the chain from ``node`` to it."""
-    chain = [node]
-    while is_view_node(chain[-1]):
-        base = view_base(chain[-1])
-        if base is None:
-            break
-        chain.append(base)
-    return chain[-1], chain
 
 
 def harvest_tensor_marks(graph: fx.Graph) -> int:

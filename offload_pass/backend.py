@@ -35,7 +35,12 @@ from .graph_text import render_graph
 from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
 from .plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
 from .selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
+from .invariants import check_rewrite
+from .mlp_roles import mlp_roles
 from .rewrite import rewrite_graphs
+from .step_report import StepReport, StepTracker
+from .units import format_bytes
+from .views import retrace_view_vals
 from .saved_set import check_requested_roles, collect_saved_tensors
 from .timeline import Timeline, offload_intervals, simulate_step
 
@@ -77,13 +82,14 @@ class OffloadBackend:
     def __init__(self, config: Optional[OffloadConfig] = None) -> None:
         if config is not None and not isinstance(config, OffloadConfig):
             raise TypeError(f"config must be an OffloadConfig, got {type(config).__name__}")
-        self.config = config or OffloadConfig()
+        self.config = OffloadConfig() if config is None else config
         self.plans: list[OffloadPlan] = []
         # Renderings of the graphs before / after the rewrite (graph_text),
         # for graph-diff reports and golden tests; parallel to ``plans``.
         self.graphs: list[dict[str, str]] = []
         # Simulated memory timelines before / after, parallel to ``plans``.
         self.timelines: list[dict[str, Timeline]] = []
+        self._steps = StepTracker()
 
     def __repr__(self) -> str:
         return f"OffloadBackend({self.config})"
@@ -108,19 +114,32 @@ class OffloadBackend:
         planned = len(self.plans)
         with torch._functorch.config.patch(enable_autograd_cache=False):
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
-        graph_id = f"graph {len(self.plans) - 1}" if len(self.plans) > planned else "a graph"
-        return _checking_marks(compiled, active, graph_id)
+        if len(self.plans) == planned:  # no backward graph: nothing to offload or report
+            return _checking_marks(compiled, active, "a graph")
+        plan_index = len(self.plans) - 1
+        return _checking_marks(
+            compiled, active, f"graph {plan_index}",
+            on_call=lambda outputs: self._steps.forward_called(plan_index, outputs),
+        )
+
+    def last_step(self) -> Optional[StepReport]:
+        """The latest training step over every graph that ran in it (graph
+        breaks make several): graphs and calls, bytes offloaded, totals per
+        module. None before the first call."""
+        return self._steps.report(self.plans)
 
     def _partition(
         self, joint: fx.GraphModule, joint_inputs: Sequence[object], active: tuple[dict, ...], **kwargs: Any
     ):
         annotate_requests(joint.graph, active[-1] if active else None)
-        check_requested_roles(joint.graph)
         static = kwargs.get("static_lifetime_input_indices") or ()
         fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
         graph_id = f"graph {len(self.plans)}"
+        _retrace_saved_views(fw_gm, bw_gm, graph_id)
+        mlp = mlp_roles(fw_gm.graph)
+        check_requested_roles(fw_gm.graph, mlp)
         prefix = active[-1].get("qualname", "") if active else ""
-        saved = collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix)
+        saved = collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix, mlp=mlp)
         plan = plan_saved_tensors(saved, self.config, graph_id)
         before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
         count_cpu = not _uses_cuda(fw_gm)
@@ -137,6 +156,8 @@ class OffloadBackend:
         else:
             counts = (_op_counts(fw_gm), _op_counts(bw_gm))
             fw_gm, bw_gm = rewrite_graphs(fw_gm, bw_gm, plan, self.config, reload_before, release_after)
+            if "invariants" not in self.config.disabled_passes:
+                check_rewrite(fw_gm, bw_gm, graph_id)
             log.debug(
                 "offload_pass: %s rewrite added forward %s, backward %s",
                 graph_id,
@@ -160,6 +181,12 @@ class OffloadBackend:
             "offload_pass: %s offloads %d saved tensors (%.1f MiB), keeps %.1f MiB",
             graph_id, len(plan.offloaded), plan.offloaded_bytes / 2**20, plan.kept_bytes / 2**20,
         )
+        if plan.kept_without_gain:
+            log.info(
+                "offload_pass: %s kept %d marked tensors that would not lower the predicted peak "
+                "(keep_if_no_gain); make_backend(keep_if_no_gain=False) offloads them anyway",
+                graph_id, len(plan.kept_without_gain),
+            )
         return fw_gm, bw_gm
 
 
@@ -227,11 +254,12 @@ class OffloadBackend:
             budget = config.memory_budget
             target = int(budget * base.peak) if isinstance(budget, float) else budget
             chosen, predicted = choose_for_budget(fw_ms, bw_ms, timeline.live_bytes, candidates, *speeds, target)
-            note = f"mode=budget ({target / 2**20:.2f} MiB)"
+            note = f"mode=budget ({format_bytes(target)})"
             if predicted.peak > target:
                 note += (
-                    f": out of reach by offload alone, by {(predicted.peak - target) / 2**20:.2f} MiB "
-                    f"(lowest predicted peak {predicted.peak / 2**20:.2f} MiB)"
+                    f": out of reach by offload alone: the lowest predicted peak is "
+                    f"{format_bytes(predicted.peak)}, {format_bytes(predicted.peak - target)} over the "
+                    f"budget (predicted peak without offload {format_bytes(base.peak)})"
                 )
                 log.warning("offload_pass: %s %s", plan.graph_id, note)
             reason = "not chosen by mode=budget: not needed to reach the budget"
@@ -239,11 +267,24 @@ class OffloadBackend:
         plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
         plan.selection = (
             f"{note}: chose {len(chosen)} of {len(candidates)} copies, predicted peak "
-            f"{base.peak / 2**20:.2f} -> {predicted.peak / 2**20:.2f} MiB"
+            f"{format_bytes(base.peak)} -> {format_bytes(predicted.peak)}"
         )
         plan.predicted_step_ms = (base.step_ms, predicted.step_ms)
         plan.predicted_selection_peak = (base.peak, predicted.peak)
         return plan
+
+
+def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id: str) -> None:
+    """Correct the fake values of forward views (``views.retrace_view_vals``)
+    and of the backward inputs they are saved as."""
+    changed = retrace_view_vals(fw_gm.graph)
+    if not changed:
+        return
+    fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
+    for placeholder in bw_gm.graph.find_nodes(op="placeholder"):
+        if placeholder.name in changed:
+            placeholder.meta["val"] = fw_nodes[placeholder.name].meta["val"]
+    log.debug("offload_pass: %s views re-traced from their storage: %s", graph_id, ", ".join(changed))
 
 
 def _device_of(gm: fx.GraphModule) -> torch.device:
@@ -288,7 +329,9 @@ def _under(marks: Sequence[dict]) -> str:
     return f"inside {marks[-1].get('source', 'a mark')}" if marks else "outside any mark"
 
 
-def _checking_marks(compiled: Callable, active: Sequence[dict], graph_id: str) -> Callable:
+def _checking_marks(
+    compiled: Callable, active: Sequence[dict], graph_id: str, on_call: Optional[Callable] = None
+) -> Callable:
     """A frame compiled on its own after a graph break can be reused under
     marks other than those it was compiled for, where Dynamo cannot tell them
     apart (see markers.py): say so, once, when it happens. The gradients are
@@ -311,7 +354,10 @@ def _checking_marks(compiled: Callable, active: Sequence[dict], graph_id: str) -
                 RuntimeWarning,
                 stacklevel=2,
             )
-        return compiled(*args, **kwargs)
+        outputs = compiled(*args, **kwargs)
+        if on_call is not None:
+            on_call(outputs)
+        return outputs
 
     run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
     return run
@@ -329,7 +375,12 @@ def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) ->
 
     ``make_backend(min_bytes=0, prefetch=1)`` or ``make_backend(OffloadConfig(...))``.
     """
-    base = config or OffloadConfig()
+    if config is not None and not isinstance(config, OffloadConfig):
+        raise TypeError(
+            f"make_backend: config must be an OffloadConfig or None, got {type(config).__name__}; "
+            "pass settings as keywords: make_backend(min_bytes=0)"
+        )
+    base = OffloadConfig() if config is None else config
     return OffloadBackend(base.replace(**overrides) if overrides else base)
 
 

@@ -8,6 +8,7 @@ never be served a graph compiled under the old one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional, Union
 
 __all__ = ["OffloadConfig"]
@@ -49,7 +50,8 @@ class OffloadConfig:
         the step at most ``max_overhead`` slower than without offload.
         "budget": the set that brings the predicted peak to
         ``memory_budget`` with the least predicted slowdown.
-    max_overhead: for mode="auto": the allowed predicted slowdown (0.02 = 2 %).
+    max_overhead: for mode="auto": the allowed predicted slowdown (0.02 = 2 %;
+        ``float("inf")`` allows any).
     memory_budget: for mode="budget": the peak to reach, in bytes (an int) or
         as a fraction of the predicted peak without offload (a float in (0, 1]).
     host_memory_limit: bytes of host memory the offloaded copies may hold at
@@ -61,7 +63,8 @@ class OffloadConfig:
         while still recording a plan; "host_pool" allocates each host copy on
         its own from PyTorch's pinned allocator, which rounds every size up to
         a power of two, instead of laying a call's copies out in one buffer of
-        the plan's size).
+        the plan's size; "invariants" skips the check of the rewritten graphs,
+        invariants.check_rewrite).
     """
 
     min_bytes: int = 1 << 20
@@ -82,30 +85,36 @@ class OffloadConfig:
     def __post_init__(self) -> None:
         for name in ("min_bytes", "prefetch", "keep_first_in_backward"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if not _is_int(value) or value < 0:
                 raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
-        if not isinstance(self.max_inflight, int) or isinstance(self.max_inflight, bool) or self.max_inflight < 1:
+        if not _is_int(self.max_inflight) or self.max_inflight < 1:
             raise ValueError(
                 f"OffloadConfig.max_inflight must be an int >= 1, got {self.max_inflight!r}"
             )
-        if self.schedule not in SCHEDULES:
+        for name in ("pin_memory", "keep_if_no_gain"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"OffloadConfig.{name} must be True or False (a bool), got {value!r}")
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"OffloadConfig.schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
-        if self.prefetch_bytes is not None and (
-            not isinstance(self.prefetch_bytes, int) or isinstance(self.prefetch_bytes, bool) or self.prefetch_bytes < 0
-        ):
+        if self.prefetch_bytes is not None and (not _is_int(self.prefetch_bytes) or self.prefetch_bytes < 0):
             raise ValueError(f"OffloadConfig.prefetch_bytes must be None or an int >= 0, got {self.prefetch_bytes!r}")
         if self.bandwidth_gbps is not None and (
-            isinstance(self.bandwidth_gbps, bool)
-            or not isinstance(self.bandwidth_gbps, (int, float))
+            not _is_number(self.bandwidth_gbps)
+            or not math.isfinite(self.bandwidth_gbps)
             or not self.bandwidth_gbps > 0
         ):
-            raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a number > 0, got {self.bandwidth_gbps!r}")
-        if not isinstance(self.keep_if_no_gain, bool):
-            raise ValueError(f"OffloadConfig.keep_if_no_gain must be a bool, got {self.keep_if_no_gain!r}")
-        if self.mode not in MODES:
+            raise ValueError(
+                f"OffloadConfig.bandwidth_gbps must be None or a finite number > 0, got {self.bandwidth_gbps!r}"
+            )
+        if not isinstance(self.mode, str) or self.mode not in MODES:
             raise ValueError(f"OffloadConfig.mode must be one of {list(MODES)}, got {self.mode!r}")
-        if isinstance(self.max_overhead, bool) or not isinstance(self.max_overhead, (int, float)) or self.max_overhead < 0:
-            raise ValueError(f"OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %), got {self.max_overhead!r}")
+        # inf is meaningful here (any slowdown); nan is not.
+        if not _is_number(self.max_overhead) or math.isnan(self.max_overhead) or self.max_overhead < 0:
+            raise ValueError(
+                "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
+                f"slowdown), got {self.max_overhead!r}"
+            )
         budget = self.memory_budget
         if self.mode == "budget" and budget is None:
             raise ValueError(
@@ -113,8 +122,7 @@ class OffloadConfig:
                 "of the peak without offload (a float in (0, 1])"
             )
         if budget is not None and (
-            isinstance(budget, bool)
-            or not isinstance(budget, (int, float))
+            not _is_number(budget)
             or (isinstance(budget, int) and budget < 0)
             or (isinstance(budget, float) and not 0 < budget <= 1)
         ):
@@ -124,21 +132,25 @@ class OffloadConfig:
             )
         if budget is not None and self.mode != "budget":
             raise ValueError(f"OffloadConfig.memory_budget applies to mode='budget' only (mode is {self.mode!r})")
-        if self.host_memory_limit is not None and (
-            not isinstance(self.host_memory_limit, int) or self.host_memory_limit < 0
-        ):
+        if self.host_memory_limit is not None and (not _is_int(self.host_memory_limit) or self.host_memory_limit < 0):
             raise ValueError(
                 f"OffloadConfig.host_memory_limit must be None or an int >= 0, got {self.host_memory_limit!r}"
             )
-        if isinstance(self.disabled_passes, str):
-            object.__setattr__(self, "disabled_passes", (self.disabled_passes,))
-        object.__setattr__(self, "disabled_passes", tuple(self.disabled_passes))
-        unknown = set(self.disabled_passes) - set(KNOWN_PASSES)
+        passes = self.disabled_passes
+        if isinstance(passes, str):
+            passes = (passes,)
+        if not isinstance(passes, (tuple, list)):
+            raise ValueError(
+                "OffloadConfig.disabled_passes must be a tuple or list of pass names from "
+                f"{list(KNOWN_PASSES)} (() disables none), got {passes!r}"
+            )
+        unknown = [p for p in passes if not isinstance(p, str) or p not in KNOWN_PASSES]
         if unknown:
             raise ValueError(
-                f"OffloadConfig.disabled_passes: unknown pass {sorted(unknown)}; "
+                f"OffloadConfig.disabled_passes: unknown pass {sorted(unknown, key=repr)}; "
                 f"known passes are {list(KNOWN_PASSES)}"
             )
+        object.__setattr__(self, "disabled_passes", tuple(passes))
 
     def replace(self, **overrides: object) -> "OffloadConfig":
         names = {f.name for f in dataclasses.fields(self)}
@@ -153,6 +165,16 @@ class OffloadConfig:
         return repr(dataclasses.astuple(self))
 
 
-KNOWN_PASSES = ("offload", "host_pool")
+def _is_int(value: object) -> bool:
+    """An int that is not a bool (bool is an int subclass)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    """An int or float that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+KNOWN_PASSES = ("offload", "host_pool", "invariants")
 SCHEDULES = ("cost", "fixed")
 MODES = ("marked", "auto", "budget")

@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .annotations import is_view_node, storage_root
+from .views import is_view_node, storage_root
 from .timeline import fused_away, in_place_slots, safe_slots, size_hint
 
 __all__ = [

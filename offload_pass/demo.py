@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     print(offload_pass.graph_diff(graphs["forward_before"], graphs["forward"], "forward"))
     print(offload_pass.graph_diff(graphs["backward_before"], graphs["backward"], "backward"))
     same = torch.equal(loss, ref_loss) and all(torch.equal(grads[n], ref_grads[n]) for n in grads)
+    print(backend.last_step())  # every graph of the step (graph breaks make several)
     print(f"loss and gradients identical to plain Inductor: {same}")
     if peak is not None:
         print(

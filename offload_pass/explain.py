@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             print(graph_diff(graphs["backward_before"], graphs["backward"], f"{plan.graph_id} backward"))
         elif args.graphs == "full":
             print(f"## {plan.graph_id} forward\n{graphs['forward']}\n## {plan.graph_id} backward\n{graphs['backward']}")
+    print(backend.last_step())
     return 0
 
 

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 from torch.fx.traceback import annotate
 
+from .naming import remember_module_names
+
 __all__ = [
     "offload_modules",
     "keep_modules",
@@ -249,13 +251,20 @@ def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> l
                     f"the model has: {', '.join(classes)}"
                 )
         elif isinstance(target, str):
+            if not target:
+                raise ValueError(
+                    f"{api}: an empty pattern is not allowed (it would name the model itself); "
+                    "pass a submodule pattern like 'layers.*.attn', or the model itself as a "
+                    "target to mark everything"
+                )
+            # A pattern never names the root: that takes the model itself.
             regex = _pattern_regex(target)
-            matched = [(n, m) for n, m in named if regex.match(n)]
+            matched = [(n, m) for n, m in named if n and regex.match(n)]
             if not matched:
                 names = [n for n, _ in named if n]
                 close = difflib.get_close_matches(target, names, n=5, cutoff=0.4)
                 hint = f"close names: {', '.join(close)}" if close else (
-                    f"names look like: {', '.join(names[:5])}"
+                    f"names look like: {', '.join(names[:5])}" if names else "the model has no submodules"
                 )
                 raise ValueError(f"{api}: pattern {target!r} matches no submodule; {hint}")
         else:
@@ -365,6 +374,7 @@ def _install_forward(module: nn.Module, payload: dict) -> None:
 def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mode: str, api: str) -> list[str]:
     role_tuple = _normalize_roles(roles, api)
     matched = _resolve_targets(model, targets, api)
+    remember_module_names(model)
     if role_tuple != ALL_ROLES:
         for name, mod in matched:
             declared = _declared_roles(mod)
@@ -391,7 +401,8 @@ def offload_modules(model: nn.Module, *targets: object, roles: Iterable[str] | N
     """Offload what the matched modules save for backward.
 
     A target is a submodule, a pattern on qualified names relative to ``model``
-    ("layers.*.attn"; ``*`` is one name segment, ``**`` any number), or an
+    ("layers.*.attn"; ``*`` is one name segment, ``**`` any number; a pattern
+    never matches the model itself: pass ``model`` as a target for that), or an
     ``nn.Module`` subclass. ``roles`` restricts the mark to those sub-op roles
     of fused ops (see ``register_saved_roles``). Returns the names matched.
     """
@@ -405,6 +416,10 @@ def keep_modules(model: nn.Module, *targets: object, roles: Iterable[str] | None
 
 def clear_marks(model: nn.Module) -> list[str]:
     """Remove module marks from ``model`` and its submodules; returns their names."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"clear_marks: the argument must be the nn.Module to clear, got {type(model).__name__}"
+        )
     cleared = []
     for name, mod in model.named_modules():
         if _ORIG_FORWARD in mod.__dict__:

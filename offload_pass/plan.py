@@ -49,7 +49,7 @@ class OffloadGroup:
     copy == "storage": the storage owner is copied once and every member is
     rebuilt in backward as a view of the reloaded owner.
     copy == "each": members are copied one by one (views with symbolic
-    sizes cannot be rebuilt from the owner).
+    sizes, or of another dtype than the owner, cannot be rebuilt from it).
     """
 
     storage: str
@@ -107,6 +107,11 @@ class OffloadPlan:
         return sum(g.nbytes for g in self.groups)
 
     @property
+    def kept_without_gain(self) -> list[PlanEntry]:
+        """Marked tensors the keep_if_no_gain trim kept on device."""
+        return [e for e in self.entries if e.reason == NO_GAIN_REASON]
+
+    @property
     def kept_bytes(self) -> int:
         return sum(e.nbytes for e in self.entries if e.decision == "keep")
 
@@ -140,6 +145,13 @@ class OffloadPlan:
             f"offloaded {self.offloaded_bytes / 2**20:.2f} MiB in {len(self.groups)} copies "
             f"({len(self.offloaded)} saved tensors); kept {self.kept_bytes / 2**20:.2f} MiB"
         )
+        no_gain = self.kept_without_gain
+        if no_gain:
+            lines.append(
+                f"kept {len(no_gain)} marked tensors ({sum(e.nbytes for e in no_gain) / 2**20:.2f} MiB) "
+                "because offloading them would not lower the predicted peak; "
+                "make_backend(keep_if_no_gain=False) offloads them anyway"
+            )
         if self.host_pool:
             nbytes, slots = self.host_pool
             lines.append(f"host pool {nbytes / 2**20:.2f} MiB per call ({slots} slots, page-aligned)")
@@ -192,6 +204,8 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
         return False, "model output (or shares its storage)"
     if t.on_host:
         return False, "already in host memory"
+    if t.lazy_bit:
+        return False, "conjugate or negated view (lazy bit): the copy ops cannot take one"
     if t.op.split(".")[0] in COLLECTIVE_NAMESPACES:
         # A collective's output (tensor or sequence parallel traces them into
         # the graph) belongs to the communication schedule: never moved.
@@ -233,7 +247,7 @@ def plan_saved_tensors(
             continue
         if len(members) == 1:
             copy, nbytes = "tensor", members[0].nbytes
-        elif any(m.symbolic for m in members):
+        elif any(m.symbolic or m.reinterpreted for m in members):
             copy, nbytes = "each", sum(m.nbytes for m in members)
         else:
             copy, nbytes = "storage", members[0].storage_nbytes

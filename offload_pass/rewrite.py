@@ -30,15 +30,19 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-from .annotations import CHOSEN_KEY, storage_root
+from .annotations import CHOSEN_KEY
+from .views import storage_root
 from .config import OffloadConfig
 from .plan import OffloadPlan
 from .runtime import OPS, PAGE_BYTES, extent_bytes
 from .saved_set import saved_positions
 
-__all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY"]
+__all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY", "REPLACES_KEY"]
 
-CREATED_KEY = "offload_pass"
+CREATED_KEY = "offload_pass"  # which pass made a node ("rewrite")
+# On a reload and on each view rebuilt from it: the forward value it stands
+# for (invariants.check_rewrite compares them).
+REPLACES_KEY = "offload_pass_replaces"
 
 
 @dataclasses.dataclass
@@ -216,6 +220,7 @@ def _rewrite_backward(
             issue_at = anchors[k] if k >= 0 else first_compute
         with graph.inserting_before(issue_at):
             dev = _new_node(graph, OPS["reload"], (host_ph, source_val.device), fake_mode, f"{copy.source}_reload")
+            dev.meta[REPLACES_KEY] = copy.source
         with graph.inserting_before(consumer):
             _new_node(graph, OPS["wait_reload"], (dev,), fake_mode)
             for m in copy.members:
@@ -226,6 +231,7 @@ def _rewrite_backward(
                     replacement = _new_node(
                         graph, torch.ops.aten.as_strided.default, (dev, *view), fake_mode, f"{m}_view"
                     )
+                    replacement.meta[REPLACES_KEY] = m
                 placeholders[m].replace_all_uses_with(
                     replacement, delete_user_cb=lambda user: user.meta.get(CREATED_KEY) != "rewrite"
                 )

@@ -9,7 +9,7 @@ markers with ``roles=`` select tensor by tensor instead of the op as a whole.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Optional
 
 import torch
 
@@ -49,18 +49,98 @@ def _op_key(op: object) -> str:
     )
 
 
-def _check_positions(kind: str, roles: Mapping[int, str], op_name: str) -> dict[int, str]:
+def _schemas(op: object, key: str) -> list:
+    """Schemas of every overload of the packet ``key`` (roles apply to all)."""
+    namespace, _, name = key.partition("::")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        schemas = [getattr(packet, overload)._schema for overload in packet.overloads()]
+    except (AttributeError, RuntimeError):
+        schemas = []
+    own = getattr(op, "_schema", None) or getattr(getattr(op, "_opoverload", None), "_schema", None)
+    if not schemas and own is not None:
+        schemas = [own]
+    if not schemas:
+        raise TypeError(
+            f"register_saved_roles: found no schema for {key}; pass a torch.library.custom_op "
+            "object, an OpOverloadPacket (torch.ops.ns.name) or an OpOverload "
+            "(torch.ops.ns.name.default)"
+        )
+    return schemas
+
+
+def _is_tensor(type_: object) -> bool:
+    """A schema type that holds one tensor (``Tensor`` or ``Tensor?``)."""
+    return type_.isSubtypeOf(torch._C.OptionalType.ofTensor())  # type: ignore[attr-defined]
+
+
+def _valid_positions(kind: str, schemas: list) -> Optional[dict[int, str]]:
+    """Positions a role of ``kind`` can apply to -> their names; None where
+    any position may (an op returning a tensor list).
+
+    An input role applies to a tensor passed by position (FX puts keyword-only
+    arguments in ``kwargs``); an output role to a tensor that a ``getitem`` of
+    a multi-output op takes out.
+    """
+    valid: dict[int, str] = {}
+    for schema in schemas:
+        if kind == "inputs":
+            for pos, arg in enumerate(a for a in schema.arguments if not a.kwarg_only):
+                if _is_tensor(arg.type):
+                    valid.setdefault(pos, arg.name)
+        elif len(schema.returns) == 1 and isinstance(schema.returns[0].type, torch.ListType):
+            if _is_tensor(schema.returns[0].type.getElementType()):
+                return None
+        elif len(schema.returns) > 1:
+            for pos, ret in enumerate(schema.returns):
+                if _is_tensor(ret.type):
+                    valid.setdefault(pos, ret.name or f"output {pos}")
+    return valid
+
+
+def _describe_valid(kind: str, valid: dict[int, str]) -> str:
+    if not valid:
+        return f"the op has no {kind[:-1]} position a role can apply to"
+    what = "tensor inputs passed by position" if kind == "inputs" else "tensor outputs"
+    listing = ", ".join(f"{p} ({n})" for p, n in sorted(valid.items()))
+    return f"valid {kind[:-1]} positions (the op's {what}, in 0..{max(valid)}) are: {listing}"
+
+
+def _check_positions(kind: str, roles: object, op_name: str, schemas: list) -> dict[int, str]:
+    if roles is None:
+        return {}
+    if not isinstance(roles, Mapping):
+        raise TypeError(
+            f"register_saved_roles({op_name}): {kind} must be a dict of position -> role name "
+            f"like {{0: 'fc1'}}, got {type(roles).__name__} {roles!r}"
+        )
+    valid = _valid_positions(kind, schemas)
+    single_output = kind == "outputs" and all(len(s.returns) <= 1 for s in schemas)
+    single = any(len(s.returns) == 1 for s in schemas)
     out = {}
-    for pos, role in dict(roles).items():
-        if not isinstance(pos, int) or pos < 0:
+    for pos, role in roles.items():
+        if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+            kind_of = "a bool" if isinstance(pos, bool) else "not an int >= 0"
+            hint = "any int >= 0" if valid is None else _describe_valid(kind, valid)
             raise ValueError(
-                f"register_saved_roles({op_name}): {kind} position {pos!r} must be an int >= 0"
+                f"register_saved_roles({op_name}): {kind} position {pos!r} is {kind_of}; {hint}"
             )
         if not isinstance(role, str) or not role:
             raise ValueError(
                 f"register_saved_roles({op_name}): {kind}[{pos}] role {role!r} must be a "
                 "non-empty string"
             )
+        if valid is not None and pos not in valid:
+            head = f"register_saved_roles({op_name}): {kind}[{pos}] can never apply"
+            if single_output:
+                raise ValueError(
+                    f"{head}: {op_name} returns {'a single output' if single else 'no output'}, "
+                    "and output roles are only "
+                    "recognised on the getitem outputs of a multi-output op; give an input "
+                    "role (inputs={...}) of the op that consumes the tensor, or register a "
+                    "multi-output op"
+                )
+            raise ValueError(f"{head}: {_describe_valid(kind, valid)}")
         out[pos] = role
     return out
 
@@ -75,13 +155,16 @@ def register_saved_roles(
     ``inputs={0: "fc1"}`` says: the tensor passed as input 0 of the op, when it
     is saved for backward, belongs to the ``fc1`` sub-op (whichever module
     produced it). ``outputs={1: "act", 2: "fc2"}`` says the same for outputs.
-    Registering the same op again replaces its roles.
+    Registering the same op again replaces its roles. A position that can
+    never apply (past the op's tensor inputs / outputs, a non-tensor one, or
+    any output of a single-output op) is an error.
     """
     key = _op_key(op)
+    schemas = _schemas(op, key)
     entry = FusedRoles(
         op_name=key,
-        inputs=_check_positions("inputs", inputs or {}, key),
-        outputs=_check_positions("outputs", outputs or {}, key),
+        inputs=_check_positions("inputs", inputs, key, schemas),
+        outputs=_check_positions("outputs", outputs, key, schemas),
     )
     if not entry.inputs and not entry.outputs:
         raise ValueError(f"register_saved_roles({key}): give at least one input or output role")

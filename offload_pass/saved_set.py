@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-import re
 from typing import Optional, Sequence
 
 import torch
 import torch.fx as fx
 
-from .annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request, storage_root
+from .annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request
+from .views import storage_root
+from .mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
+from .naming import module_name
 from .roles import roles_of
 
 __all__ = ["SavedTensor", "collect_saved_tensors", "saved_positions", "check_requested_roles"]
@@ -46,27 +48,16 @@ class SavedTensor:
     # A host (CPU) tensor in a graph that runs on an accelerator: already
     # where a copy would put it.
     on_host: bool = False
+    # A view with a lazy conjugate / negative bit (aten._conj, autograd saves
+    # them for complex parameters): the runtime ops cannot take one.
+    lazy_bit: bool = False
+    # A view whose dtype differs from its storage owner's (view_as_real,
+    # view(dtype)): it cannot be rebuilt as as_strided of the owner.
+    reinterpreted: bool = False
 
 
 def _val(node: fx.Node) -> object:
     return node.meta.get("val")
-
-
-def _module_path(node: fx.Node) -> str:
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    path = list(stack.values())[-1][0]
-    # "L['self'].layers[0].attn" / "L['self']._modules['layers']['0']" -> "layers.0.attn"
-    path = re.sub(r"^L\['[^']*'\]", "", path)
-    # A compiled bound method names its module through "__self__".
-    path = re.sub(r"^\.?__self__", "", path)
-    path = path.replace("._modules", "")
-    path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
-    # Marked modules' forwards are wrappers; Dynamo names the module through
-    # the wrapper's closure.
-    path = re.sub(r"\.forward\.__closure__\.\d+\.cell_contents\.__self__", "", path)
-    return path.lstrip(".")
 
 
 def _op_name(node: fx.Node) -> str:
@@ -117,9 +108,12 @@ def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, i
     }
 
 
-def _role_of(node: fx.Node, root: fx.Node, chain: list[fx.Node]) -> tuple[Optional[str], Optional[fx.Node]]:
+def _role_of(
+    node: fx.Node, root: fx.Node, chain: list[fx.Node], mlp: MlpRoles
+) -> tuple[Optional[str], Optional[fx.Node]]:
     """(role, fused node) of a saved tensor: an output role if the storage
-    comes out of a fused op, else an input role if it is passed to one."""
+    comes out of a fused op, else an input role if it is passed to one, else
+    its role in a marked MLP written with matmuls (``mlp_roles``)."""
     if root.target is operator.getitem and isinstance(root.args[0], fx.Node):
         fused = root.args[0]
         roles = roles_of(fused.target)
@@ -133,7 +127,7 @@ def _role_of(node: fx.Node, root: fx.Node, chain: list[fx.Node]) -> tuple[Option
             for pos, arg in enumerate(user.args):
                 if arg is candidate and pos in roles.inputs:
                     return roles.inputs[pos], user
-    return None, None
+    return mlp.role(root)
 
 
 def _request(node: Optional[fx.Node]) -> Optional[Request]:
@@ -155,7 +149,9 @@ def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Opti
         return "offload", "mark_offload"
     opinions: list[tuple[str, str]] = []
     producer = _request(root)
-    producer_is_fused = fused is not None and root.target is operator.getitem and root.args[0] is fused
+    producer_is_fused = fused is not None and (
+        root is fused or (root.target is operator.getitem and root.args[0] is fused)
+    )
     if producer is not None:
         said, source = producer.opinion_and_source(role if producer_is_fused else None)
         if said:
@@ -182,10 +178,12 @@ def collect_saved_tensors(
     bw_gm: fx.GraphModule,
     static_input_indices: Sequence[int] = (),
     module_prefix: str = "",
+    mlp: Optional[MlpRoles] = None,
 ) -> list[SavedTensor]:
     """``module_prefix`` names the module whose forward this graph's frame is
     (a frame compiled on its own after a graph break), since Dynamo names
-    modules relative to the frame."""
+    modules relative to the frame. ``mlp``: ``mlp_roles`` of the forward
+    graph, if the caller has it already."""
     positions = saved_positions(fw_gm, bw_gm)
     fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
     placeholders = list(fw_gm.graph.find_nodes(op="placeholder"))
@@ -204,6 +202,7 @@ def collect_saved_tensors(
         for n in bw_gm.graph.find_nodes(op="placeholder")
         if n.users
     }
+    mlp = mlp if mlp is not None else mlp_roles(fw_gm.graph)
     records = []
     for name, position in sorted(positions.items(), key=lambda kv: kv[1]):
         node = fw_nodes[name]
@@ -215,7 +214,7 @@ def collect_saved_tensors(
             )
             continue
         root, chain = storage_root(node)
-        role, fused = _role_of(node, root, chain)
+        role, fused = _role_of(node, root, chain, mlp)
         asked, asked_by = _asked(chain, root, role, fused)
         nbytes, symbolic = _numel_bytes(val)
         root_val = _val(root)
@@ -233,9 +232,7 @@ def collect_saved_tensors(
                 position=position,
                 kind=kind,
                 op=_op_name(root),
-                module=".".join(
-                    p for p in (module_prefix, _module_path(root if root.op != "placeholder" else node)) if p
-                ),
+                module=module_name(root if root.op != "placeholder" else node, module_prefix),
                 role=role,
                 shape=shape,
                 dtype=str(val.dtype).replace("torch.", ""),
@@ -248,15 +245,19 @@ def collect_saved_tensors(
                 asked_by=asked_by,
                 backward_first_use=first_use.get(name, -1),
                 on_host=on_accelerator and val.device.type == "cpu",
+                lazy_bit=val.is_conj() or val.is_neg(),
+                reinterpreted=isinstance(root_val, torch.Tensor) and root_val.dtype != val.dtype,
             )
         )
     return records
 
 
-def check_requested_roles(graph: fx.Graph) -> None:
-    """A mark with ``roles=`` must name roles that the fused ops under it have."""
+def check_requested_roles(graph: fx.Graph, mlp: MlpRoles) -> None:
+    """A mark with ``roles=`` must name roles that the fused ops under it
+    have, or ``MLP_ROLES`` where it covers an MLP written with matmuls
+    (``graph``: the forward graph, so backward matmuls do not count)."""
     requested: dict[str, set[str]] = {}
-    available: dict[str, set[str]] = {}
+    available: dict[str, set[str]] = {source: set(MLP_ROLES) for source in mlp.sources}
     for node in graph.nodes:
         request = node.meta.get(REQUEST_KEY)
         if request is None or not request.roles:
@@ -269,7 +270,10 @@ def check_requested_roles(graph: fx.Graph) -> None:
         have = available.get(source, set())
         unknown = wanted - have
         if unknown:
-            listing = f"its roles are {sorted(have)}" if have else "it has no fused op with roles"
+            listing = f"its roles are {sorted(have)}" if have else (
+                "it covers no fused op with roles and no MLP of two matmul layers (roles "
+                f"{list(MLP_ROLES)}: input of the first matmul, its output, input of the second)"
+            )
             raise ValueError(
                 f"offload_pass: {source} asks for roles {sorted(unknown)} but {listing} "
                 "(register fused ops with offload_pass.register_saved_roles)"

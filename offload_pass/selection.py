@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 
 import torch.fx as fx
 
-from .annotations import storage_root
+from .views import storage_root
 from .cost_model import group_bytes
 
 __all__ = ["Candidate", "Prediction", "simulate_offload", "choose_auto", "choose_for_budget"]

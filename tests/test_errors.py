@@ -94,7 +94,7 @@ def test_config_errors():
         offload_pass.make_backend(prefech=3)
     with pytest.raises(ValueError, match="min_bytes must be an int >= 0"):
         offload_pass.OffloadConfig(min_bytes=-1)
-    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload', 'host_pool'\]"):
+    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload', 'host_pool', 'invariants'\]"):
         offload_pass.OffloadConfig(disabled_passes=("ofload",))
 
 
@@ -107,3 +107,97 @@ def test_disabled_pass_plans_without_rewrite(model):
     graphs = backend.graphs[-1]
     assert graphs["forward"] == graphs["forward_before"]
     assert "(rewrite disabled)" in str(plan)
+
+
+def test_patterns_never_match_the_root(model):
+    assert "" not in offload_pass.offload_modules(model, "*")
+    assert "" not in offload_pass.keep_modules(model, "**")
+    assert offload_pass.clear_marks(model)[0] != ""
+    # The root is marked only by passing the model itself.
+    assert offload_pass.offload_modules(model, model) == [""]
+
+
+@pytest.mark.parametrize("api", ["offload_modules", "keep_modules"])
+def test_empty_pattern_is_an_error(model, api):
+    with pytest.raises(ValueError, match=rf"{api}: an empty pattern is not allowed.*submodule pattern.*the model itself"):
+        getattr(offload_pass, api)(model, "")
+    assert offload_pass.clear_marks(model) == []
+
+
+def test_clear_marks_needs_a_module():
+    with pytest.raises(TypeError, match="clear_marks: the argument must be the nn.Module to clear, got NoneType"):
+        offload_pass.clear_marks(None)
+
+
+def test_saved_roles_positions_are_checked():
+    from offload_pass.grouped_mlp import grouped_mlp_fwd
+    from offload_pass.roles import register_saved_roles
+
+    valid_inputs = re.escape("valid input positions (the op's tensor inputs passed by position, in 0..2) are: 0 (x), 1 (w1), 2 (w2)")
+    with pytest.raises(ValueError, match=r"inputs\[3\] can never apply: " + valid_inputs):
+        register_saved_roles(grouped_mlp_fwd, inputs={3: "fc1"})  # tokens_per_expert: not a tensor
+    with pytest.raises(ValueError, match=r"inputs\[7\] can never apply: " + valid_inputs):
+        register_saved_roles(torch.ops.offload_pass.grouped_mlp_fwd, inputs={7: "fc1"})
+    with pytest.raises(ValueError, match=r"outputs\[3\] can never apply: valid output positions .* in 0\.\.2"):
+        register_saved_roles(torch.ops.offload_pass.grouped_mlp_fwd.default, outputs={3: "fc2"})
+    with pytest.raises(ValueError, match=r"inputs position True is a bool; valid input positions"):
+        register_saved_roles(grouped_mlp_fwd, inputs={True: "fc1"})
+    with pytest.raises(ValueError, match=r"outputs position -1 is not an int >= 0; valid output positions"):
+        register_saved_roles(grouped_mlp_fwd, outputs={-1: "fc2"})
+    with pytest.raises(TypeError, match=r"inputs must be a dict of position -> role name.*got list \['fc1'\]"):
+        register_saved_roles(grouped_mlp_fwd, inputs=["fc1"])
+    with pytest.raises(TypeError, match=r"outputs must be a dict of position -> role name.*got list"):
+        register_saved_roles(grouped_mlp_fwd, outputs=[(1, "act")])
+    # An output role of a single-output op: no getitem ever takes it out.
+    with pytest.raises(ValueError, match=r"register_saved_roles\(aten::mm\): outputs\[0\] can never apply: aten::mm returns a single output.*input role.*multi-output op"):
+        register_saved_roles(torch.ops.aten.mm, outputs={0: "fc1"})
+    # Keyword-only arguments land in an FX node's kwargs, never its args.
+    with pytest.raises(ValueError, match=r"inputs\[2\] can never apply: valid input positions .* 0 \(self\), 1 \(other\)"):
+        register_saved_roles(torch.ops.aten.add.Tensor, inputs={2: "alpha"})
+    # The failures registered nothing; the valid registration still works.
+    from offload_pass.roles import roles_of
+
+    assert roles_of(torch.ops.aten.mm.default) is None
+    entry = register_saved_roles(grouped_mlp_fwd, inputs={0: "fc1"}, outputs={1: "act", 2: "fc2"})
+    assert roles_of(torch.ops.offload_pass.grouped_mlp_fwd.default) == entry
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_overhead": float("nan")}, r"max_overhead must be a number >= 0 .*got nan"),
+        ({"max_overhead": True}, r"max_overhead must be a number >= 0 .*got True"),
+        ({"pin_memory": "no"}, r"pin_memory must be True or False \(a bool\), got 'no'"),
+        ({"pin_memory": None}, r"pin_memory must be True or False \(a bool\), got None"),
+        ({"pin_memory": 1}, r"pin_memory must be True or False \(a bool\), got 1"),
+        ({"keep_if_no_gain": 0}, r"keep_if_no_gain must be True or False \(a bool\), got 0"),
+        ({"disabled_passes": None}, r"disabled_passes must be a tuple or list of pass names from \['offload', 'host_pool', 'invariants'\].*got None"),
+        ({"disabled_passes": {"offload"}}, r"disabled_passes must be a tuple or list"),
+        ({"disabled_passes": ("offload", 1)}, r"disabled_passes: unknown pass \[1\]; known passes are \['offload', 'host_pool', 'invariants'\]"),
+        ({"bandwidth_gbps": float("inf")}, r"bandwidth_gbps must be None or a finite number > 0, got inf"),
+        ({"bandwidth_gbps": float("nan")}, r"bandwidth_gbps must be None or a finite number > 0, got nan"),
+        ({"host_memory_limit": True}, r"host_memory_limit must be None or an int >= 0, got True"),
+        ({"prefetch": True}, r"prefetch must be an int >= 0, got True"),
+        ({"max_inflight": 2.0}, r"max_inflight must be an int >= 1, got 2.0"),
+        ({"schedule": ["cost"]}, r"schedule must be one of \['cost', 'fixed'\], got \['cost'\]"),
+        ({"mode": "budget", "memory_budget": float("nan")}, r"memory_budget must be bytes .* got nan"),
+        ({"mode": "budget", "memory_budget": True}, r"memory_budget must be bytes .* got True"),
+    ],
+)
+def test_config_rejects_bad_values_naming_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=r"OffloadConfig\." + message):
+        offload_pass.OffloadConfig(**kwargs)
+
+
+def test_config_accepts_valid_values():
+    assert offload_pass.OffloadConfig(disabled_passes=["host_pool"]).disabled_passes == ("host_pool",)
+    assert offload_pass.OffloadConfig(disabled_passes="offload").disabled_passes == ("offload",)
+    assert offload_pass.OffloadConfig(max_overhead=float("inf"), mode="auto").max_overhead == float("inf")
+    with pytest.raises(TypeError, match=r"unknown OffloadConfig option \['pin'\]; valid options: .*'pin_memory'"):
+        offload_pass.make_backend(pin=False)
+
+
+@pytest.mark.parametrize("config", [0, {}, "marked"])
+def test_make_backend_config_must_be_an_offload_config(config):
+    with pytest.raises(TypeError, match=r"make_backend: config must be an OffloadConfig or None, got"):
+        offload_pass.make_backend(config)

@@ -1,5 +1,6 @@
 """python -m offload_pass.explain prints the plan and the graph diff."""
 
+import re
 import subprocess
 import sys
 
@@ -21,6 +22,12 @@ def test_explain_default_factory():
     assert "mm_2_host" not in out.stdout and "mm_6_host" not in out.stdout
     assert "would not lower the predicted peak (keep_if_no_gain)" in out.stdout
     assert "+offload_pass.wait_reload(" in out.stdout
+    # One line says how many marked tensors that trim kept, and how to force them.
+    assert re.search(r"kept \d+ marked tensors \([\d.]+ MiB\) because offloading them would not lower "
+                     r"the predicted peak; make_backend\(keep_if_no_gain=False\) offloads them anyway", out.stdout)
+    # The step as a whole, per module.
+    assert re.search(r"^step 1: 1 graphs, offloaded \d+ saved tensors", out.stdout, re.M)
+    assert re.search(r"^    layers\.0\.attn\.qkv +\d+ tensors", out.stdout, re.M), out.stdout
 
 
 def test_explain_bad_factory():

@@ -99,3 +99,21 @@ def test_a_host_tensor_of_an_accelerator_graph_stays_even_when_marked():
         "seed": ("keep", "already in host memory"),
         "a": ("offload", "offloaded by module m"),
     }
+
+
+def test_views_of_another_dtype_are_copied_one_by_one():
+    # view_as_real halves of one complex storage: as_strided of the complex
+    # owner cannot rebuild a float view, so each member is its own copy.
+    same = [record("q", 64, storage="s"), record("k", 64, storage="s")]
+    other = [dataclasses.replace(r, storage="t", reinterpreted=True) for r in same]
+    other = [dataclasses.replace(r, name=r.name + "2") for r in other]
+    plan = plan_saved_tensors(same + other, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert {g.storage: g.copy for g in plan.groups} == {"s": "storage", "t": "each"}
+
+
+def test_lazy_bit_views_are_kept_with_a_reason():
+    conj = dataclasses.replace(record("c"), lazy_bit=True)
+    plan = plan_saved_tensors([conj], OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert decisions(plan) == {
+        "c": ("keep", "conjugate or negated view (lazy bit): the copy ops cannot take one")
+    }

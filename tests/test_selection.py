@@ -2,6 +2,7 @@
 functions over made-up timings (checked against brute force), then wired
 into a compile."""
 
+import re
 import itertools
 import random
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 import offload_pass
+from offload_pass.units import format_bytes
 from offload_pass.config import OffloadConfig
 from offload_pass.models import make_decoder
 from offload_pass.plan import AUTO_CANDIDATE
@@ -167,7 +169,7 @@ def test_auto_keeps_gradients_and_explains_the_choice():
     assert "predicted step" in str(plan)
     peak_without, peak_chosen = plan.predicted_selection_peak
     assert peak_chosen < peak_without
-    assert f"predicted peak {peak_without / 2**20:.2f} -> {peak_chosen / 2**20:.2f} MiB" in plan.selection
+    assert f"predicted peak {format_bytes(peak_without)} -> {format_bytes(peak_chosen)}" in plan.selection
 
 
 def test_auto_with_nothing_marked_considers_every_activation():
@@ -186,5 +188,11 @@ def test_budget_out_of_reach_says_by_how_much(caplog):
             _decoder(), mark, (torch.randn(2, 8, 32),), mode="budget", memory_budget=0.05
         )
     plan = backend.plans[-1]
-    assert "out of reach by offload alone, by " in plan.selection
+    # Figures a person can use: a small model's bytes are not "0.00 MiB".
+    assert re.search(
+        r"mode=budget \(\d+\.\d\d KiB\): out of reach by offload alone: the lowest predicted peak is "
+        r"\d+\.\d\d KiB, \d+\.\d\d KiB over the budget \(predicted peak without offload \d+\.\d\d KiB\)",
+        plan.selection,
+    ), plan.selection
+    assert "0.00 MiB" not in plan.selection
     assert "out of reach by offload alone" in caplog.text

@@ -1,0 +1,111 @@
+"""MLP roles: fc1 / act / fc2 in expert and MLP code written with matmuls.
+
+Takes: a forward graph whose nodes carry ``REQUEST_KEY`` (what the user
+asked). Gives: ``mlp_roles(graph)``: for each marked module whose mark selects
+roles (``offload_modules(m, "layers.*.experts", roles=["fc1"])``), the storage
+owners of its
+
+- ``fc1``: the input of a first-layer matmul (the routed tokens),
+- ``act``: a first-layer matmul's output (the activation's input),
+- ``fc2``: the input of the second-layer matmul (the activation's output),
+
+with the matmul that makes each one so. A second-layer matmul is one whose
+input is computed, inside the same module, from other matmuls of that module
+(the first layer): Hugging Face's grouped_mm experts (one ``_grouped_mm`` for
+gate and up, one for down), a torchtitan-style block (w1 and w3, SiLU-gated,
+then w2) and a dense gated MLP all have this shape. Fused ops registered with
+``register_saved_roles`` (this package's ``GroupedMLP``) are attributed by the
+registry instead; ops are keyed by the structure here, not by op and position,
+because both expert matmuls are the same op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+import torch.fx as fx
+
+from .annotations import REQUEST_KEY
+from .views import storage_root
+
+__all__ = ["MLP_ROLES", "MlpRoles", "mlp_roles"]
+
+MLP_ROLES = ("act", "fc1", "fc2")
+
+aten = torch.ops.aten
+# Matmuls and the position of their activation operand (the other is the weight).
+_MATMULS = {
+    aten.mm.default: 0,
+    aten.bmm.default: 0,
+    aten.addmm.default: 1,
+    aten.baddbmm.default: 1,
+}
+if hasattr(aten, "_grouped_mm"):
+    _MATMULS[aten._grouped_mm.default] = 0
+
+
+@dataclasses.dataclass
+class MlpRoles:
+    """Storage owner -> (role, the matmul it belongs to); and the mark sources
+    (modules, regions) that have an MLP shape at all."""
+
+    of_storage: dict[fx.Node, tuple[str, fx.Node]]
+    sources: set[str]
+
+    def role(self, root: fx.Node) -> tuple[Optional[str], Optional[fx.Node]]:
+        return self.of_storage.get(root, (None, None))
+
+
+def _source(node: fx.Node) -> Optional[str]:
+    request = node.meta.get(REQUEST_KEY)
+    return request.source if request is not None and request.roles else None
+
+
+def _first_layer(second: fx.Node, source: str) -> list[fx.Node]:
+    """Matmuls of ``source`` that ``second``'s activation operand is computed
+    from, through that module's own ops (the activation, gating, views)."""
+    found: list[fx.Node] = []
+    start = second.args[_MATMULS[second.target]]
+    pending = [start] if isinstance(start, fx.Node) else []
+    seen = set(pending)
+    while pending:
+        node = pending.pop()
+        if node.op != "call_function" or node.meta.get(REQUEST_KEY) is None:
+            continue
+        if node.target in _MATMULS:
+            if _source(node) == source:
+                found.append(node)
+            continue
+        if node.meta[REQUEST_KEY].source != source:
+            continue
+        for arg in node.all_input_nodes:
+            if arg not in seen:
+                seen.add(arg)
+                pending.append(arg)
+    return sorted(found, key=lambda n: n.name)
+
+
+def mlp_roles(graph: fx.Graph) -> MlpRoles:
+    by_source: dict[str, list[fx.Node]] = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _MATMULS:
+            source = _source(node)
+            if source is not None:
+                by_source.setdefault(source, []).append(node)
+    roles: dict[fx.Node, tuple[str, fx.Node]] = {}
+    sources = set()
+    for source, matmuls in by_source.items():
+        for second in matmuls:
+            firsts = _first_layer(second, source)
+            if not firsts:
+                continue
+            sources.add(source)
+            for first in firsts:
+                operand = first.args[_MATMULS[first.target]]
+                if isinstance(operand, fx.Node):
+                    roles.setdefault(storage_root(operand)[0], ("fc1", first))
+                roles.setdefault(first, ("act", first))
+            roles.setdefault(storage_root(second.args[_MATMULS[second.target]])[0], ("fc2", second))
+    return MlpRoles(roles, sources)

@@ -1,0 +1,61 @@
+"""backend.last_step(): one step over every graph that ran in it."""
+
+import torch
+import torch.nn as nn
+
+import offload_pass
+from offload_pass.models import make_decoder
+
+
+class Broken(nn.Module):
+    """A decoder whose loss is computed after a graph break, as Hugging Face's
+    loss functions do: the step runs two graphs, and the last plan alone (the
+    loss) offloads nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.decoder = make_decoder(layers=2, hidden=32, heads=4)
+
+    def forward(self, x):
+        h = x
+        for layer in self.decoder.layers:
+            h = layer(h)
+        torch._dynamo.graph_break()
+        return self.decoder.norm(h).pow(2).mean()
+
+
+def test_last_step_covers_every_graph_of_the_step():
+    model = Broken()
+    marked = offload_pass.offload_modules(model, "decoder.layers.*.mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    compiled = torch.compile(model, backend=backend)
+    x = torch.randn(2, 8, 32)
+    assert backend.last_step() is None
+    for _ in range(3):
+        compiled(x).backward()
+    step = backend.last_step()
+    assert step.step == 3
+    assert len(backend.plans) == 2 and not backend.plans[-1].offloaded  # the loss graph
+    assert [(plan.graph_id, calls) for plan, calls in step.graphs] == [("graph 0", 1), ("graph 1", 1)]
+    layers = backend.plans[0]
+    assert step.offloaded_bytes == layers.offloaded_bytes > 0
+    assert step.offloaded_tensors == len(layers.offloaded)
+    # Per module, by qualified name from the marked model's root.
+    modules = {t.module for t in step.by_module()}
+    assert modules and all(any(m.startswith(name) for name in marked) for m in modules), modules
+    text = str(step)
+    assert text.startswith(f"step 3: 2 graphs, offloaded {step.offloaded_tensors} saved tensors")
+    assert "decoder.layers.0.mlp" in text and "per module:" in text
+
+
+def test_a_graph_called_twice_in_a_step_counts_twice():
+    layer = make_decoder(layers=1, hidden=32, heads=4).layers[0]
+    offload_pass.offload_modules(layer, "mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    compiled = torch.compile(layer, backend=backend)
+    x = torch.randn(2, 8, 32)
+    (compiled(x).sum() + compiled(x).sum()).backward()  # two micro-batches, one backward
+    step = backend.last_step()
+    ((plan, calls),) = step.graphs
+    assert calls == 2 and step.step == 1
+    assert step.offloaded_bytes == 2 * plan.offloaded_bytes > 0
