@@ -19,6 +19,7 @@ import glob
 import logging
 import os
 import warnings
+import weakref
 from collections import Counter
 from typing import Any, Callable, Optional, Sequence
 
@@ -30,15 +31,16 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_
 from . import runtime  # noqa: F401  (registers the ops)
 from .annotations import TensorMarkPass, annotate_requests, marks_digest
 from .config import OffloadConfig
-from .markers import active_mark_key, active_marks, mark_key
+from .markers import active_mark_key, active_marks, mark_key, offload_marked_modules
 from .graph_text import render_graph
 from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
 from .plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
 from .selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
 from .invariants import check_rewrite
 from .mlp_roles import mlp_roles
+from .naming import frame_root_name, marked_roots
 from .rewrite import rewrite_graphs
-from .step_report import StepReport, StepTracker
+from .step_report import StepReport, StepTracker, modules_without_offload
 from .units import format_bytes
 from .views import retrace_view_vals
 from .saved_set import check_requested_roles, collect_saved_tensors
@@ -57,17 +59,31 @@ def _op_counts(gm: fx.GraphModule) -> Counter:
     )
 
 
+def _partitioner_uuid(uuid: object) -> object:
+    """What an ``_OffloadPartitioner`` pickles to (a cache key, never run)."""
+    return uuid
+
+
 class _OffloadPartitioner(CustomPartitionerFn):
-    def __init__(self, backend: "OffloadBackend", digest: str, active: tuple[dict, ...]) -> None:
+    def __init__(
+        self, backend: "OffloadBackend", digest: str, active: tuple[dict, ...], frame_root: Optional[str]
+    ) -> None:
         self.backend = backend
         self.digest = digest
         self.active = active
+        self.frame_root = frame_root
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
-        return self.backend._partition(gm, joint_inputs, self.active, **kwargs)
+        return self.backend._partition(gm, joint_inputs, self.active, self.frame_root, **kwargs)
 
     def uuid(self) -> object:
         return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest)
+
+    def __reduce__(self):
+        # Inductor's FX graph cache pickles its config, this object among it,
+        # into the cache key: only what the uuid says may count (the backend
+        # holds every plan so far and the models it compiled).
+        return (_partitioner_uuid, (self.uuid(),))
 
 
 class OffloadBackend:
@@ -90,6 +106,8 @@ class OffloadBackend:
         # Simulated memory timelines before / after, parallel to ``plans``.
         self.timelines: list[dict[str, Timeline]] = []
         self._steps = StepTracker()
+        # The marked models this backend compiled graphs of (naming.marked_roots).
+        self._roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"OffloadBackend({self.config})"
@@ -108,10 +126,11 @@ class OffloadBackend:
         active = active_marks()
         digest = marks_digest(gm) + repr(active)
         patches.update({
-            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active),
+            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root_name(gm)),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
         planned = len(self.plans)
+        self._roots.update(marked_roots(gm))
         with torch._functorch.config.patch(enable_autograd_cache=False):
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
         if len(self.plans) == planned:  # no backward graph: nothing to offload or report
@@ -119,8 +138,13 @@ class OffloadBackend:
         plan_index = len(self.plans) - 1
         return _checking_marks(
             compiled, active, f"graph {plan_index}",
-            on_call=lambda outputs: self._steps.forward_called(plan_index, outputs),
+            on_call=lambda outputs: self._steps.forward_called(
+                plan_index, outputs, self.plans, self._warn_unoffloaded_marks
+            ),
         )
+
+    def _warn_unoffloaded_marks(self, report: StepReport) -> None:
+        _warn_unoffloaded_marks(report, list(self._roots))
 
     def last_step(self) -> Optional[StepReport]:
         """The latest training step over every graph that ran in it (graph
@@ -129,8 +153,15 @@ class OffloadBackend:
         return self._steps.report(self.plans)
 
     def _partition(
-        self, joint: fx.GraphModule, joint_inputs: Sequence[object], active: tuple[dict, ...], **kwargs: Any
+        self,
+        joint: fx.GraphModule,
+        joint_inputs: Sequence[object],
+        active: tuple[dict, ...],
+        frame_root: Optional[str],
+        **kwargs: Any,
     ):
+        """``frame_root``: the qualified name of the module this graph's frame
+        is the forward of, where known (``naming.frame_root_name``)."""
         annotate_requests(joint.graph, active[-1] if active else None)
         static = kwargs.get("static_lifetime_input_indices") or ()
         fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
@@ -138,7 +169,10 @@ class OffloadBackend:
         _retrace_saved_views(fw_gm, bw_gm, graph_id)
         mlp = mlp_roles(fw_gm.graph)
         check_requested_roles(fw_gm.graph, mlp)
-        prefix = active[-1].get("qualname", "") if active else ""
+        if frame_root is not None:
+            prefix = frame_root
+        else:
+            prefix = active[-1].get("qualname", "") if active else ""
         saved = collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix, mlp=mlp)
         plan = plan_saved_tensors(saved, self.config, graph_id)
         before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
@@ -272,6 +306,19 @@ class OffloadBackend:
         plan.predicted_step_ms = (base.step_ms, predicted.step_ms)
         plan.predicted_selection_peak = (base.peak, predicted.peak)
         return plan
+
+
+def _warn_unoffloaded_marks(report: StepReport, roots: Sequence[torch.nn.Module]) -> None:
+    """After the first step's forwards: say once for each module marked for
+    offload in ``roots`` that nothing of it was offloaded, and why."""
+    for name, why in modules_without_offload(report, offload_marked_modules(roots)):
+        message = f"offload_pass: module {name or '<root>'} is marked for offload but nothing it saves was offloaded in step 1: {why}"
+        if message not in _warned_marks:
+            _warned_marks.add(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+_warned_marks: set[str] = set()
 
 
 def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id: str) -> None:

@@ -397,6 +397,17 @@ def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mo
     return names
 
 
+def offload_marked_modules(models: Iterable[nn.Module]) -> list[str]:
+    """Qualified names of the modules marked for offload in ``models``."""
+    names = set()
+    for model in models:
+        for name, mod in model.named_modules():
+            mark = mod.__dict__.get(_MODULE_MARK)
+            if mark and mark.get("offload") is not None:
+                names.add(name)
+    return sorted(names)
+
+
 def offload_modules(model: nn.Module, *targets: object, roles: Iterable[str] | None = None) -> list[str]:
     """Offload what the matched modules save for backward.
 

@@ -9,6 +9,9 @@ owners of its
 - ``act``: a first-layer matmul's output (the activation's input),
 - ``fc2``: the input of the second-layer matmul (the activation's output),
 
+each also through ops that only mask, cast or view it (``where``, dtype
+conversions, views: Hugging Face masks padding rows around each matmul),
+
 with the matmul that makes each one so. A second-layer matmul is one whose
 input is computed, inside the same module, from other matmuls of that module
 (the first layer): Hugging Face's grouped_mm experts (one ``_grouped_mm`` for
@@ -28,7 +31,7 @@ import torch
 import torch.fx as fx
 
 from .annotations import REQUEST_KEY
-from .views import storage_root
+from .views import is_view_node, storage_root
 
 __all__ = ["MLP_ROLES", "MlpRoles", "mlp_roles"]
 
@@ -44,6 +47,57 @@ _MATMULS = {
 }
 if hasattr(aten, "_grouped_mm"):
     _MATMULS[aten._grouped_mm.default] = 0
+
+# Ops that pass values through unchanged but for masking, dtype or layout:
+# Hugging Face's grouped_mm experts mask padding rows with ``where`` around
+# each matmul, and compute the activation in fp32. A role follows its tensor
+# through them.
+_PASS_THROUGH = {
+    aten.where.self,
+    aten.clone.default,
+    aten.masked_fill.Scalar,
+    aten.masked_fill.Tensor,
+    aten._to_copy.default,
+    torch.ops.prims.convert_element_type.default,
+}
+
+
+def _passes_through(node: fx.Node) -> bool:
+    return node.op == "call_function" and (node.target in _PASS_THROUGH or is_view_node(node))
+
+
+def _roots_before(node: object) -> list[fx.Node]:
+    """Storage owners of ``node`` and of what it passes through from."""
+    if not isinstance(node, fx.Node):
+        return []
+    found, pending = [], [node]
+    while pending:
+        current = pending.pop()
+        root = storage_root(current)[0]
+        if root not in found:
+            found.append(root)
+            if _passes_through(root):
+                pending.extend(a for a in root.all_input_nodes if _is_float(a))
+    return found
+
+
+def _roots_after(node: fx.Node, source: str) -> list[fx.Node]:
+    """Storage owners of ``node`` and of what passes it through, inside ``source``."""
+    found, pending = [], [node]
+    while pending:
+        current = pending.pop()
+        root = storage_root(current)[0]
+        if root not in found:
+            found.append(root)
+        for user in current.users:
+            if _passes_through(user) and _source(user) == source and user not in found:
+                pending.append(user)
+    return found
+
+
+def _is_float(node: fx.Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
 
 
 @dataclasses.dataclass
@@ -103,9 +157,10 @@ def mlp_roles(graph: fx.Graph) -> MlpRoles:
                 continue
             sources.add(source)
             for first in firsts:
-                operand = first.args[_MATMULS[first.target]]
-                if isinstance(operand, fx.Node):
-                    roles.setdefault(storage_root(operand)[0], ("fc1", first))
-                roles.setdefault(first, ("act", first))
-            roles.setdefault(storage_root(second.args[_MATMULS[second.target]])[0], ("fc2", second))
+                for root in _roots_before(first.args[_MATMULS[first.target]]):
+                    roles.setdefault(root, ("fc1", first))
+                for root in _roots_after(first, source):
+                    roles.setdefault(root, ("act", first))
+            for root in _roots_before(second.args[_MATMULS[second.target]]):
+                roles.setdefault(root, ("fc2", second))
     return MlpRoles(roles, sources)

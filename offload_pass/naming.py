@@ -22,31 +22,99 @@ from typing import Optional
 import torch.fx as fx
 import torch.nn as nn
 
-__all__ = ["remember_module_names", "module_name", "clean_dynamo_path"]
+__all__ = ["remember_module_names", "module_name", "clean_dynamo_path", "frame_root_name", "marked_roots"]
 
-# id(module) -> (weak reference to it, qualified name from the marked root).
-# The weak reference tells a live module from a dead one whose id was reused.
-_NAMES: dict[int, tuple[weakref.ref, str]] = {}
+# id(module or parameter) -> (weak reference to it, qualified name from the
+# marked root). The weak reference tells a live object from a dead one whose
+# id was reused.
+_NAMES: dict[int, tuple[weakref.ref, str, weakref.ref]] = {}
+
+
+def _remember(obj: object, name: str, root: weakref.ref) -> None:
+    key = id(obj)
+    known = _NAMES.get(key)
+    if known is None or known[0]() is not obj:
+        _NAMES[key] = (weakref.ref(obj, lambda _ref, key=key: _NAMES.pop(key, None)), name, root)
 
 
 def remember_module_names(model: nn.Module) -> None:
-    """Record the qualified name of every submodule of ``model`` (the root the
-    user marked): plan entries name modules from there."""
+    """Record the qualified name of every submodule, parameter and buffer of
+    ``model`` (the root the user marked): plan entries name modules from there."""
+    root = weakref.ref(model)
     for name, module in model.named_modules(remove_duplicate=False):
-        key = id(module)
-        known = _NAMES.get(key)
-        if known is None or known[0]() is not module:
-            _NAMES[key] = (weakref.ref(module, lambda _ref, key=key: _NAMES.pop(key, None)), name)
+        _remember(module, name, root)
+    for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
+        _remember(tensor, name, root)
 
 
-def _remembered(key: str) -> Optional[str]:
+def _entry(key: object) -> Optional[tuple[weakref.ref, str, weakref.ref]]:
     try:
-        entry = _NAMES.get(int(key))
-    except ValueError:  # older torch: stack keys are names, not ids
+        entry = _NAMES.get(int(key))  # type: ignore[call-overload]
+    except (TypeError, ValueError):  # older torch: stack keys are names, not ids
         return None
-    if entry is None or entry[0]() is None:
-        return None
-    return entry[1]
+    return None if entry is None or entry[0]() is None else entry
+
+
+def _remembered(key: object) -> Optional[str]:
+    entry = _entry(key)
+    return None if entry is None else entry[1]
+
+
+def marked_roots(gm: fx.GraphModule) -> list[nn.Module]:
+    """The remembered models (roots the user marked) whose modules or
+    parameters a Dynamo graph uses."""
+    roots: dict[int, nn.Module] = {}
+    for node in gm.graph.nodes:
+        keys = [id(getattr(node.meta.get("grapharg"), "example", None))]
+        keys += list((node.meta.get("nn_module_stack") or {}).keys())
+        for key in keys:
+            entry = _entry(key)
+            root = entry[2]() if entry is not None else None
+            if root is not None:
+                roots[id(root)] = root
+    return list(roots.values())
+
+
+def _strip_suffix(name: str, suffix: str) -> Optional[str]:
+    """``name`` less ``suffix`` at a dot boundary, or None if it does not end so."""
+    if not suffix:
+        return name
+    if name == suffix:
+        return ""
+    return name[: -len(suffix) - 1] if name.endswith("." + suffix) else None
+
+
+# How Dynamo names the module whose forward a frame runs: ``self``, or the
+# first argument of a decorated ``forward(*args, **kwargs)`` (Hugging Face).
+_FRAME_ROOTS = ("L['self']", "L['args'][0]")
+
+
+def frame_root_name(gm: fx.GraphModule) -> Optional[str]:
+    """Qualified name of the module a Dynamo graph's frame is the forward of
+    (``L['self']``), found from a remembered module or parameter that the
+    graph reaches by a path from that root; None if none is remembered.
+
+    A frame compiled on its own after a graph break names its own ops with no
+    module at all; they belong to this one."""
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            grapharg = node.meta.get("grapharg")
+            source = getattr(getattr(grapharg, "source", None), "name", None)
+            source = source() if callable(source) else source
+            name = _remembered(id(getattr(grapharg, "example", None)))
+            if isinstance(source, str) and source.startswith(_FRAME_ROOTS) and name is not None:
+                root = _strip_suffix(name, clean_dynamo_path(source))
+                if root is not None:
+                    return root
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            for key, (path, *_rest) in stack.items():
+                name = _remembered(key)
+                if name is not None and isinstance(path, str) and path.startswith(_FRAME_ROOTS):
+                    root = _strip_suffix(name, clean_dynamo_path(path))
+                    if root is not None:
+                        return root
+    return None
 
 
 def clean_dynamo_path(path: str) -> str:
@@ -56,7 +124,7 @@ def clean_dynamo_path(path: str) -> str:
     path = re.sub(r"^L\['[^']*'\](\[\d+\]|\['[^']*'\])*", "", path)
     # A compiled bound method names its module through "__self__".
     path = re.sub(r"^\.?__self__", "", path)
-    path = path.replace("._modules", "")
+    path = re.sub(r"\._(modules|parameters|buffers)\b", "", path)
     path = re.sub(r"\['([^']*)'\]|\[(\d+)\]", lambda m: "." + (m.group(1) or m.group(2)), path)
     # Marked modules' forwards are wrappers; Dynamo names the module through
     # the wrapper's closure.

@@ -219,7 +219,11 @@ def _rewrite_backward(
             k = j - config.prefetch
             issue_at = anchors[k] if k >= 0 else first_compute
         with graph.inserting_before(issue_at):
-            dev = _new_node(graph, OPS["reload"], (host_ph, source_val.device), fake_mode, f"{copy.source}_reload")
+            # A copy rebuilt as views addresses its storage from offset 0;
+            # one that stands for a single view keeps that view's alignment.
+            align = 0 if any(v is not None for v in copy.views.values()) else _alignment(source_val)
+            args = (host_ph, source_val.device, align) if align else (host_ph, source_val.device)
+            dev = _new_node(graph, OPS["reload"], args, fake_mode, f"{copy.source}_reload")
             dev.meta[REPLACES_KEY] = copy.source
         with graph.inserting_before(consumer):
             _new_node(graph, OPS["wait_reload"], (dev,), fake_mode)
@@ -235,6 +239,23 @@ def _rewrite_backward(
                 placeholders[m].replace_all_uses_with(
                     replacement, delete_user_cb=lambda user: user.meta.get(CREATED_KEY) != "rewrite"
                 )
+
+
+# Reloads keep the address alignment of the tensor they stand for, modulo
+# this many bytes (the CUDA caching allocator aligns blocks to 512, the CPU
+# allocator to 64): a view at another alignment can run another kernel path
+# (MKL, vectorized loops) and round differently, a gradient one ulp off.
+ALIGN_BYTES = 256
+
+
+def _alignment(val: torch.Tensor) -> int:
+    """Elements past an ``ALIGN_BYTES`` boundary at which ``val`` starts in
+    its storage (0 for a symbolic offset)."""
+    offset = val.storage_offset()
+    if not isinstance(offset, int):
+        return 0
+    misaligned = offset * val.element_size() % ALIGN_BYTES
+    return misaligned // val.element_size() if misaligned % val.element_size() == 0 else 0
 
 
 def _host_fake(val: torch.Tensor, fake_mode) -> torch.Tensor:

@@ -335,19 +335,32 @@ def _(x: torch.Tensor, host: torch.Tensor) -> None:
     return None
 
 
+def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torch.Tensor:
+    """A tensor of ``host``'s size and strides on ``device``, starting
+    ``align`` elements into a fresh storage (see ``reload``)."""
+    if align == 0:
+        return torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
+    storage = torch.empty(align + extent_bytes(host) // host.element_size(), dtype=host.dtype, device=device)
+    return storage.as_strided(host.size(), host.stride(), align)
+
+
 @torch.library.custom_op("offload_pass::reload", mutates_args=())
-def reload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
+    """``align``: elements the reloaded tensor starts into its storage, so
+    that it lies at the same address alignment as the view it stands for
+    (CPU and GPU kernels may pick another code path, and round otherwise,
+    for an address aligned otherwise)."""
     _stats["reload_calls"] += 1
     _stats["reload_bytes"] += _nbytes(host)
     if device.type != "cuda" or host.device.type == "cuda":
         # CPU path, or a fallback copy that never left the device.
-        out = torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
+        out = _reload_buffer(host, device, align)
         out.copy_(host)
         return out
     compute = torch.cuda.current_stream(device)
     # Allocated on the compute stream: the block returns to the compute
     # stream's pool when the backward graph drops it.
-    out = torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
+    out = _reload_buffer(host, device, align)
     if host.numel() == 0:
         return out
     _, h2d = streams_for(device)
@@ -370,8 +383,8 @@ def reload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 @reload.register_fake
-def _(host: torch.Tensor, device: torch.device) -> torch.Tensor:
-    return torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
+def _(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
+    return _reload_buffer(host, device, align)
 
 
 @torch.library.custom_op("offload_pass::wait_reload", mutates_args=("x",))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -93,27 +93,77 @@ class StepReport:
         return "\n".join(lines)
 
 
+# Plan reasons for a saved graph input (plan.eligibility).
+_FRAME_INPUT_REASONS = ("graph input", "view of a graph input")
+
+
+def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[tuple[str, str]]:
+    """(module, why) for each module marked for offload of which nothing was
+    offloaded in the step. A pure function over the report's plans."""
+    found = []
+    for name in marked:
+        mine = [
+            e for plan, _ in report.graphs for e in plan.entries
+            if e.module == name or e.module.startswith(name + ".") or f"module {name}" in e.reason
+        ]
+        if any(e.decision == "offload" for e in mine):
+            continue
+        if mine and all(e.reason in _FRAME_INPUT_REASONS for e in mine):
+            why = (
+                f"its only saved tensors ({len(mine)}) are inputs of graphs Dynamo compiled on their "
+                "own: graph breaks inside it (such as a data-dependent loop) keep what it computes "
+                "out of the compiled graphs (TORCH_LOGS=graph_breaks lists them)"
+            )
+        elif mine:
+            reasons = Counter(e.reason for e in mine).most_common(2)
+            why = f"its {len(mine)} saved tensors were kept: " + "; ".join(
+                f"{n} {reason}" for reason, n in reasons
+            )
+        else:
+            why = (
+                "no graph of the step saved a tensor it produced: Dynamo ran its forward outside "
+                "the compiled graphs (graph breaks inside it, such as a data-dependent loop; "
+                "TORCH_LOGS=graph_breaks lists them), or the partitioner saves nothing of it"
+            )
+        found.append((name, why))
+    return found
+
+
 class StepTracker:
-    """Counts forward calls per plan, step by step."""
+    """Counts forward calls per plan, step by step. Holds plain data only
+    (the backend, which holds it, is part of Inductor's cache key)."""
 
     def __init__(self) -> None:
         self.step = 0
         self._calls: Counter = Counter()
         self._backward_ran = True  # the first call starts step 1
 
-    def forward_called(self, plan_index: int, outputs: Any) -> None:
+    def forward_called(
+        self,
+        plan_index: int,
+        outputs: Any,
+        plans: Sequence[OffloadPlan] = (),
+        on_first_backward: Optional[Callable[[StepReport], None]] = None,
+    ) -> None:
+        """``on_first_backward`` gets the first step's report when its
+        backward starts (its forwards have all run by then)."""
         if self._backward_ran:
             self.step += 1
             self._calls = Counter()
             self._backward_ran = False
         self._calls[plan_index] += 1
+
+        def backward_started(grad: torch.Tensor) -> None:
+            if not self._backward_ran and self.step == 1 and on_first_backward is not None:
+                report = self.report(plans)
+                if report is not None:
+                    on_first_backward(report)
+            self._backward_ran = True
+
         for leaf in tree_leaves(outputs):
             if isinstance(leaf, torch.Tensor) and leaf.requires_grad:
-                leaf.register_hook(self._on_backward)
+                leaf.register_hook(backward_started)
                 break
-
-    def _on_backward(self, grad: torch.Tensor) -> None:
-        self._backward_ran = True
 
     def report(self, plans: Sequence[OffloadPlan]) -> Optional[StepReport]:
         if not self._calls:

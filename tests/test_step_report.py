@@ -1,5 +1,6 @@
 """backend.last_step(): one step over every graph that ran in it."""
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -59,3 +60,48 @@ def test_a_graph_called_twice_in_a_step_counts_twice():
     ((plan, calls),) = step.graphs
     assert calls == 2 and step.step == 1
     assert step.offloaded_bytes == 2 * plan.offloaded_bytes > 0
+
+
+class EagerLoop(nn.Module):
+    """Like Hugging Face's default MoE experts: a data-dependent loop
+    (``nonzero``) that Dynamo runs outside the compiled graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        hit = (h.sum(-1) > 0).nonzero()
+        y = torch.zeros_like(h)
+        for i in hit[:, 0].tolist():
+            y[i] = self.experts[i % 3](h[i]).tanh()
+        return self.out(y).pow(2).mean()
+
+
+def test_a_marked_module_with_nothing_offloaded_is_named_once(recwarn):
+    torch.manual_seed(0)
+    model = EagerLoop()
+    offload_pass.offload_modules(model, "experts", "out")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    compiled = torch.compile(model, backend=backend)
+    for _ in range(2):
+        compiled(torch.randn(6, 8)).backward()
+    messages = [str(w.message) for w in recwarn if "is marked for offload but nothing" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith("offload_pass: module experts is marked for offload but nothing it saves "
+                                  "was offloaded in step 1: no graph of the step saved a tensor it produced")
+    assert "TORCH_LOGS=graph_breaks" in messages[0]
+    # The module that did offload is not named.
+    assert any(e.module == "out" and e.decision == "offload" for p in backend.plans for e in p.entries)
+
+
+def test_a_marked_module_kept_for_a_reason_says_which():
+    model = make_decoder(layers=1, hidden=32, heads=4)
+    offload_pass.offload_modules(model, "layers.0.mlp")
+    backend = offload_pass.make_backend()  # min_bytes 1 MiB: every tensor is smaller
+    with pytest.warns(RuntimeWarning, match=r"module layers\.0\.mlp is marked for offload but nothing it saves "
+                                            r"was offloaded in step 1: its \d+ saved tensors were kept: \d+ below min_bytes"):
+        torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
