@@ -47,7 +47,8 @@ class OffloadGroup:
 
     copy == "tensor": the single member is copied as it is.
     copy == "storage": the storage owner is copied once and every member is
-    rebuilt in backward as a view of the reloaded owner.
+    rebuilt in backward as a view of the reloaded owner (a lone view too,
+    when it lies densely over all of its storage: the same bytes).
     copy == "each": members are copied one by one (views with symbolic
     sizes, or of another dtype than the owner, cannot be rebuilt from it).
     """
@@ -246,7 +247,9 @@ def plan_saved_tensors(
                 decisions[m.name] = ("keep", reason)
             continue
         if len(members) == 1:
-            copy, nbytes = "tensor", members[0].nbytes
+            # A view over all of its storage is copied as its owner (same bytes).
+            copy = "storage" if members[0].spans_storage else "tensor"
+            nbytes = members[0].nbytes
         elif any(m.symbolic or m.reinterpreted for m in members):
             copy, nbytes = "each", sum(m.nbytes for m in members)
         else:

@@ -97,13 +97,32 @@ def _host_like(x: torch.Tensor, pin: bool) -> torch.Tensor:
     )
 
 
+def _copy_layout(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> None:
+    """``dst.copy_(src)`` for two tensors of one size and stride. A layout
+    whose elements share memory (an ``expand``: stride 0) cannot be written
+    element by element, so its extent is copied as one flat block instead:
+    the same bytes, each once."""
+    if torch._debug_has_internal_overlap(dst) == 0:
+        dst.copy_(src, non_blocking=non_blocking)
+        return
+    elements = extent_bytes(src) // src.element_size()
+    flat = (elements,), (1,)
+    dst.as_strided(*flat, dst.storage_offset()).copy_(
+        src.as_strided(*flat, src.storage_offset()), non_blocking=non_blocking
+    )
+
+
 def _stay_on_device(x: torch.Tensor, why: str) -> torch.Tensor:
     """The fallback when host memory cannot be had: a device copy stands in
     for the host copy (memory-neutral: ``x`` itself is released), the
-    backward reads it like any reload, and the gradients stay exact."""
+    backward reads it like any reload, and the gradients stay exact. The
+    copy keeps ``x``'s strides (``clone`` would make an expanded or gapped
+    view dense, and the backward was compiled for ``x``'s strides)."""
     _stats["fallback_calls"] += 1
     _warn_once(f"offload_pass: {why}; the tensor stays on device (training continues)")
-    return x.clone()
+    copy = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
+    _copy_layout(copy, x)
+    return copy
 
 
 def _warn_once(message: str) -> None:
@@ -290,7 +309,7 @@ def offload(
     _stats["offload_bytes"] += nbytes
     if x.device.type != "cuda":
         # CPU path (CI): a real, separate buffer, so the backward reads a copy.
-        host.copy_(x)
+        _copy_layout(host, x)
         return host
     if x.numel() == 0:
         return host
@@ -300,7 +319,7 @@ def offload(
     if last_read is not None:
         d2h.wait_event(last_read)
     with torch.cuda.stream(d2h):
-        host.copy_(x, non_blocking=True)
+        _copy_layout(host, x, non_blocking=True)
         event = torch.cuda.Event()
         event.record(d2h)
     _copy_out_events[host.data_ptr()] = event
@@ -355,7 +374,7 @@ def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Te
     if device.type != "cuda" or host.device.type == "cuda":
         # CPU path, or a fallback copy that never left the device.
         out = _reload_buffer(host, device, align)
-        out.copy_(host)
+        _copy_layout(out, host)
         return out
     compute = torch.cuda.current_stream(device)
     # Allocated on the compute stream: the block returns to the compute
@@ -373,7 +392,7 @@ def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Te
     if copy_out is not None:
         h2d.wait_event(copy_out)
     with torch.cuda.stream(h2d):
-        out.copy_(host, non_blocking=True)
+        _copy_layout(out, host, non_blocking=True)
         event = torch.cuda.Event()
         event.record(h2d)
     _reload_events[out.data_ptr()] = event

@@ -54,6 +54,13 @@ class SavedTensor:
     # A view whose dtype differs from its storage owner's (view_as_real,
     # view(dtype)): it cannot be rebuilt as as_strided of the owner.
     reinterpreted: bool = False
+    # A view laid densely over its whole storage from offset 0 (a reshape or
+    # permute of all of it): copying the owner moves exactly its bytes, and
+    # Inductor then computes the owner in its own layout, as without offload
+    # (an offload op reading the reshape of an unrealized pointwise made
+    # Inductor compute it in the reshaped layout instead: another loop,
+    # scalar instead of vector exp, gradients one ulp off; random draw 3991).
+    spans_storage: bool = False
 
 
 def _val(node: fx.Node) -> object:
@@ -90,6 +97,18 @@ def _storage_bytes(val: torch.Tensor) -> int:
     if nbytes is None:
         return 0
     return nbytes
+
+
+def _spans_storage(val: torch.Tensor, root_val: object) -> bool:
+    if not isinstance(root_val, torch.Tensor) or root_val.dtype != val.dtype:
+        return False
+    nbytes, symbolic = _numel_bytes(val)
+    return (
+        not symbolic
+        and nbytes == _storage_bytes(root_val)
+        and _concrete(val.storage_offset()) == 0
+        and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+    )
 
 
 def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, int]:
@@ -247,6 +266,7 @@ def collect_saved_tensors(
                 on_host=on_accelerator and val.device.type == "cpu",
                 lazy_bit=val.is_conj() or val.is_neg(),
                 reinterpreted=isinstance(root_val, torch.Tensor) and root_val.dtype != val.dtype,
+                spans_storage=root is not node and _spans_storage(val, root_val),
             )
         )
     return records

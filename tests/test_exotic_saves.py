@@ -90,3 +90,51 @@ def test_reload_keeps_the_alignment_of_a_view():
     backend = assert_same_training(OffsetView(), lambda m: None, (torch.randn(4, 8),), atol=0, rtol=0)
     backward = backend.graphs[-1]["backward"]
     assert re.search(r"= offload_pass\.reload\(\w+, cpu, 1\)", backward), backward
+
+
+class ExpandedKeys(nn.Module):
+    """Grouped-query attention: one key/value head expanded (stride 0) to the
+    query heads and handed to SDPA, which saves the expanded keys themselves
+    (the shape of test_random_views.py's seed 3096, block 2)."""
+
+    def __init__(self, hidden=8, heads=2):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.q = nn.Linear(hidden, hidden)
+        self.k = nn.Linear(hidden, self.head_dim)
+        self.v = nn.Linear(hidden, self.head_dim)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = self.q(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (t.view(b, n, 1, self.head_dim).transpose(1, 2) for t in (self.k(x), self.v(x)))
+        k = k * torch.sigmoid(k)
+        k, v = (t[:, :, None].expand(b, 1, self.heads, n, self.head_dim).reshape(b, self.heads, n, self.head_dim)
+                for t in (k, v))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).tanh().sum()
+
+
+def test_expanded_view_offloaded_exactly():
+    # The copy ops cannot write a tensor whose elements share memory element
+    # by element: each copy of an expanded view moves its extent as one block
+    # (test_random_views.py, seed 3096, failed with "more than one element of
+    # the written-to tensor refers to a single memory location").
+    torch.manual_seed(0)
+    backend = assert_same_training(
+        ExpandedKeys(), lambda m: offload_pass.offload_modules(m, m), (torch.randn(1, 5, 8),), atol=0, rtol=0
+    )
+    plan = backend.plans[-1]
+    assert sorted(plan.offloaded) == ["addmm_1", "addmm_2", "getitem", "getitem_1", "permute_1", "view_9"], plan
+    assert plan.entry("view_9").shape == (1, 2, 5, 4) and plan.entry("view_9").op == "aten.mul", plan
+
+
+def test_runtime_copies_keep_an_expanded_layout():
+    from offload_pass import runtime
+
+    base = torch.randn(3, 1, 4)
+    x = base.expand(3, 5, 4)
+    host = runtime.offload(x, pin_memory=False)
+    back = runtime.reload(host, x.device)
+    assert host.stride() == back.stride() == x.stride() and torch.equal(back, x)
+    kept = runtime._stay_on_device(x, "test")
+    assert kept.stride() == x.stride() and torch.equal(kept, x)

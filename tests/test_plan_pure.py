@@ -117,3 +117,16 @@ def test_lazy_bit_views_are_kept_with_a_reason():
     assert decisions(plan) == {
         "c": ("keep", "conjugate or negated view (lazy bit): the copy ops cannot take one")
     }
+
+
+def test_a_lone_view_over_its_whole_storage_is_copied_as_its_owner():
+    # Same bytes either way; copying the owner lets Inductor compute it in its
+    # own layout (random draw 3991: a reshape copied as itself moved a
+    # pointwise kernel to the reshaped loop, one ulp off).
+    whole = dataclasses.replace(record("v", 64, storage="s"), is_view=True, spans_storage=True)
+    part = dataclasses.replace(record("w", 32, storage="t"), is_view=True)
+    plan = plan_saved_tensors([whole, part], OffloadConfig(min_bytes=0, keep_first_in_backward=0))
+    assert {g.storage: (g.copy, g.members, g.nbytes) for g in plan.groups} == {
+        "s": ("storage", ("v",), 64),
+        "t": ("tensor", ("w",), 32),
+    }

@@ -549,7 +549,8 @@ def test_random_views_match_inductor(seed):
         got = train(build(spec, marks=True), backend, x, codegen)
     except Exception as e:
         result["seconds"] = time.perf_counter() - start
-        raise AssertionError(f"offload compile/run raised {type(e).__name__}: {e}\n{what}") from e
+        plans = "\n".join(str(p) for p in backend.plans)
+        raise AssertionError(f"offload compile/run raised {type(e).__name__}: {e}\n{what}\n{plans}") from e
     # Attention the pattern matcher turned into SDPA in the offloaded compile.
     result["sdpa"] = counters["inductor"]["fuse_attention"] - fused
     result["offloaded"] = sum(len(p.offloaded) for p in backend.plans)
