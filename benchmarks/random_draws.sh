@@ -13,7 +13,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 per=$(( (draws + procs - 1) / procs ))
 for ((i = 0; i < procs; i++)); do
   seed=$(( first + i * per ))
-  OFFLOAD_PASS_RANDOM_SEED=$seed OFFLOAD_PASS_RANDOM_DRAWS=$per OMP_NUM_THREADS=1 \
+  OFFLOAD_PASS_RANDOM_SEED=$seed OFFLOAD_PASS_RANDOM_DRAWS=$per OFFLOAD_PASS_RANDOM_FOUND=0 OMP_NUM_THREADS=1 \
     timeout "${RANDOM_DRAWS_LIMIT_S:-540}" python -m pytest -v -p no:cacheprovider \
     tests/test_random_views.py > "$logs/seeds_$seed.log" 2>&1 &
 done

@@ -104,6 +104,11 @@ def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[st
     fake_args = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
     with fake_mode:
         node.meta["val"] = target(*fake_args)
+    if target is OPS["offload"]:
+        # Inductor honours the op's needs_exact_strides tag only with these:
+        # the copy's source then has exactly its fake value's strides, so the
+        # host copy is the graph's output as it is (see runtime._EXACT_STRIDES).
+        node.meta["eager_input_vals"] = (tuple(fake_args), {})
     return node
 
 

@@ -10,10 +10,11 @@ implementation so Inductor can trace and schedule them:
   reused every step; see "Host pools" below); records a completion event. If
   host memory cannot be had (allocation failure, or the cap reached), a
   device copy stands in, with one warning: slower, never wrong.
-- ``release(x!, host)``: the compute stream waits for that event. It is the last
+- ``release(x, host!)``: the compute stream waits for that event. It is the last
   use of ``x`` in the forward graph, so the graph frees ``x`` right after it, and
-  the wait makes that reuse safe without ``record_stream``. Declared as mutating
-  ``x`` so that nothing can be reordered between the copy and the release.
+  the wait makes that reuse safe without ``record_stream``. Declared as
+  mutating ``host`` (not ``x``: see the op), and it raises if ``host`` is not
+  the tensor an ``offload`` returned (a copy the compiler made in between).
 - ``reload(host) -> x``: host->device copy on the host->device stream into memory
   allocated on the compute stream (after the copy-out of ``host`` completed).
 - ``wait_reload(x!)``: the compute stream waits for the reload; placed right
@@ -21,7 +22,8 @@ implementation so Inductor can trace and schedule them:
   never be scheduled before it.
 
 On CPU tensors the same ops run synchronously into separate buffers, so CPU
-tests execute the real rewritten graphs.
+tests execute the real rewritten graphs. A tensor whose elements share memory
+(an ``expand``) is copied as its flat extent: the same bytes, each once.
 """
 
 from __future__ import annotations
@@ -42,6 +44,16 @@ __all__ = ["stats", "reset_stats", "streams_for", "host_pool_stats", "clear_host
 # is consumed (the graph holds it), so pointer reuse cannot alias two events.
 _copy_out_events: dict[int, torch.cuda.Event] = {}
 _reload_events: dict[int, torch.cuda.Event] = {}
+# Host copies made and not yet released, by data pointer. A release handed
+# any other host tensor means the compiler copied the host copy in between
+# (a CPU kernel that may read it before its copy-out has landed): an error,
+# never a silent wrong gradient.
+_unreleased_hosts: set[int] = set()
+# Inductor may give a custom op's input another layout than its fake value
+# has (a clone it lays out as its consumer prefers); the host copy then has
+# those strides, and Inductor copies it back to the fake's strides before the
+# graph returns it. Exact strides keep the copy the graph's own output.
+_EXACT_STRIDES = tuple(t for t in (getattr(torch.Tag, "needs_exact_strides", None),) if t is not None)
 _streams: dict[int, tuple[torch.cuda.Stream, torch.cuda.Stream]] = {}
 
 # Counters for tests and reports: copies and bytes in each direction.
@@ -269,7 +281,7 @@ def clear_host_pools() -> int:
     return freed
 
 
-@torch.library.custom_op("offload_pass::offload", mutates_args=())
+@torch.library.custom_op("offload_pass::offload", mutates_args=(), tags=_EXACT_STRIDES)
 def offload(
     x: torch.Tensor,
     pin_memory: bool = True,
@@ -282,6 +294,15 @@ def offload(
     """``host_limit`` >= 0 caps the host bytes that offloaded copies hold at
     once. ``pool`` (a layout key; empty: no pool), ``pool_bytes``, ``offset``
     and ``slot_bytes``: the host-pool slot the rewrite laid this copy out in."""
+    host = _copy_out(x, pin_memory, host_limit, pool, pool_bytes, offset, slot_bytes)
+    if host.device.type == "cpu" and host.numel():
+        _unreleased_hosts.add(host.data_ptr())
+    return host
+
+
+def _copy_out(
+    x: torch.Tensor, pin_memory: bool, host_limit: int, pool: str, pool_bytes: int, offset: int, slot_bytes: int
+) -> torch.Tensor:
     nbytes = _nbytes(x)
     if host_limit >= 0 and host_bytes_held() + nbytes > host_limit:
         return _stay_on_device(x, f"host memory cap reached (host_memory_limit={host_limit} bytes)")
@@ -339,8 +360,21 @@ def _(
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
 
 
-@torch.library.custom_op("offload_pass::release", mutates_args=("x",))
+# Declared as writing ``host`` (where the copy lands), which keeps the op in
+# the graph; reading ``x`` keeps ``x`` alive until the release. Declaring
+# ``x`` written made Inductor compute every pending reader of ``x`` before
+# the release, apart from the consumers it would have been fused into: other
+# kernels, gradients one ulp off (random draws 4509, 4934).
+@torch.library.custom_op("offload_pass::release", mutates_args=("host",))
 def release(x: torch.Tensor, host: torch.Tensor) -> None:
+    if host.device.type == "cpu" and host.numel():
+        if host.data_ptr() not in _unreleased_hosts:
+            raise RuntimeError(
+                f"offload_pass: release was handed a host tensor {tuple(host.shape)} that no offload call "
+                "returned (the compiler copied the host copy between the two ops), so its copy-out "
+                "cannot be waited on; please report this graph"
+            )
+        _unreleased_hosts.discard(host.data_ptr())
     if x.device.type != "cuda":
         return
     event = _copy_out_events.pop(host.data_ptr(), None)

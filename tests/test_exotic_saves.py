@@ -4,6 +4,8 @@ with a reason; gradients match plain Inductor bit for bit."""
 
 import re
 
+import pytest
+
 import torch
 import torch.nn as nn
 
@@ -138,3 +140,18 @@ def test_runtime_copies_keep_an_expanded_layout():
     assert host.stride() == back.stride() == x.stride() and torch.equal(back, x)
     kept = runtime._stay_on_device(x, "test")
     assert kept.stride() == x.stride() and torch.equal(kept, x)
+
+
+def test_release_refuses_a_host_tensor_no_offload_returned():
+    # Inductor once copied a host copy between offload and release (a source
+    # laid out otherwise than its fake value): on a GPU the release would not
+    # wait for the copy-out, and a CPU kernel could read the host buffer early.
+    from offload_pass import runtime
+
+    x = torch.randn(4, 4)
+    host = runtime.offload(x, pin_memory=False)
+    with pytest.raises(RuntimeError, match="no offload call returned"):
+        runtime.release(x, host.clone())
+    runtime.release(x, host)  # the tensor offload returned: accepted once
+    with pytest.raises(RuntimeError, match="no offload call returned"):
+        runtime.release(x, host)

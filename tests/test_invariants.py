@@ -55,7 +55,7 @@ def test_sdpa_views_rebuilt_at_their_offsets():
         assert torch.equal(grads[name], want[name]), name
     plan = backend.plans[-1]
     # q, k and v leave as one copy of the addmm they view.
-    assert sorted(plan.offloaded) == ["permute_default", "permute_default_1", "permute_default_2"], plan
+    assert sorted(plan.offloaded) == ["permute_default", "permute_default_1", "permute_default_2"], str(plan)
     assert [g.copy for g in plan.groups] == ["storage"], plan
 
 
