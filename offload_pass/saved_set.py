@@ -99,18 +99,6 @@ def _storage_bytes(val: torch.Tensor) -> int:
     return nbytes
 
 
-def _spans_storage(val: torch.Tensor, root_val: object) -> bool:
-    if not isinstance(root_val, torch.Tensor) or root_val.dtype != val.dtype:
-        return False
-    nbytes, symbolic = _numel_bytes(val)
-    return (
-        not symbolic
-        and nbytes == _storage_bytes(root_val)
-        and _concrete(val.storage_offset()) == 0
-        and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
-    )
-
-
 def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, int]:
     """Saved value name -> its index in the forward output tuple.
 
@@ -237,6 +225,9 @@ def collect_saved_tensors(
         asked, asked_by = _asked(chain, root, role, fused)
         nbytes, symbolic = _numel_bytes(val)
         root_val = _val(root)
+        owned = isinstance(root_val, torch.Tensor)
+        storage_nbytes = _storage_bytes(root_val) if owned else nbytes
+        reinterpreted = owned and root_val.dtype != val.dtype
         if root.op == "placeholder":
             index = placeholders.index(root)
             kind = "parameter" if index in static else "input"
@@ -257,7 +248,7 @@ def collect_saved_tensors(
                 dtype=str(val.dtype).replace("torch.", ""),
                 nbytes=nbytes,
                 storage=root.name,
-                storage_nbytes=_storage_bytes(root_val) if isinstance(root_val, torch.Tensor) else nbytes,
+                storage_nbytes=storage_nbytes,
                 is_view=root is not node,
                 symbolic=symbolic,
                 asked=asked,
@@ -265,8 +256,12 @@ def collect_saved_tensors(
                 backward_first_use=first_use.get(name, -1),
                 on_host=on_accelerator and val.device.type == "cpu",
                 lazy_bit=val.is_conj() or val.is_neg(),
-                reinterpreted=isinstance(root_val, torch.Tensor) and root_val.dtype != val.dtype,
-                spans_storage=root is not node and _spans_storage(val, root_val),
+                reinterpreted=reinterpreted,
+                spans_storage=(
+                    root is not node and owned and not reinterpreted and not symbolic
+                    and nbytes == storage_nbytes and _concrete(val.storage_offset()) == 0
+                    and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+                ),
             )
         )
     return records
