@@ -49,6 +49,16 @@ A failure names the draw's seed, codegen and model; rerun that draw alone with::
 When results differ, the draw compiles plain Inductor a second time (if
 Inductor disagrees with itself the message says so: that draw then proves
 nothing about the pass) and prints how far each side is from eager.
+
+One difference is told apart rather than failed: under ``cpp`` codegen, a
+reload placed just before its first use can change which kernels Inductor
+fuses, hence which elements a vectorized loop computes in its main body and
+which in its scalar tail (they round differently: FMA). When results differ
+under ``cpp``, the draw is compiled again, both sides, with vectorization off
+(``cpp.simdlen=1``); bit-identical results there pass the draw with a warning
+starting "vectorized C++ rounding alone", counted in the summary (seeds 5528
+and 5598 of the long run). A rebuilt view at a wrong offset, a read before its
+reload landed, any moved data, differ under scalar codegen too and fail.
 """
 
 from __future__ import annotations
@@ -57,6 +67,7 @@ import contextlib
 import os
 import random
 import time
+import warnings
 
 import pytest
 import torch
@@ -81,10 +92,16 @@ SEEDS = list(range(FIRST_SEED, FIRST_SEED + DRAWS))
 # drawn ones (OFFLOAD_PASS_RANDOM_FOUND=0 skips them): 488 a reload at
 # another address alignment; 3096 an expanded (stride-0) save; 3991 a
 # reshape copied as itself; 4256 a copy's source laid out otherwise than its
-# fake value; 4509, 4934 a release declared as writing its source.
-FOUND_BUGS = {488: "aten", 3096: "aten", 3991: "cpp", 4256: "cpp", 4509: "cpp", 4934: "cpp"}
+# fake value; 4509, 4934 a release declared as writing its source. 5528
+# differs from plain Inductor by vectorized C++ rounding alone (a late reload
+# changes Inductor's fusion; scalar codegen is bit-identical): it keeps the
+# scalar re-check in check_draw exercised.
+FOUND_BUGS = {488: "aten", 3096: "aten", 3991: "cpp", 4256: "cpp", 4509: "cpp", 4934: "cpp", 5528: "cpp"}
 if os.environ.get("OFFLOAD_PASS_RANDOM_FOUND", "1") == "0":
     FOUND_BUGS = {}
+
+# Start of the warning a draw gives when only vectorized C++ rounding differs.
+VECTOR_ULPS = "vectorized C++ rounding alone"
 
 # Filled by the draws, read by test_most_draws_offload (which runs last).
 RESULTS: dict[int, dict] = {}
@@ -483,6 +500,9 @@ def codegen_config(codegen: str):
     patch = {"compile_threads": 1} if DEVICE == "cpu" else (
         {"deterministic": True} if hasattr(torch._inductor.config, "deterministic") else {}
     )
+    if codegen == "cpp-scalar":
+        # C++ codegen without vectorization: see check_draw.
+        patch["cpp.simdlen"] = 1
     if codegen == "aten":
         # As in Inductor's own lite mode (torch._inductor.lite_mode_options):
         # with fallbacks, peak-memory reordering loses the order of a copy_
@@ -577,6 +597,16 @@ def check_draw(seed: int, codegen: str) -> None:
     diff = differences(got, want)
     result["ok"] = not diff
     result["seconds"] = time.perf_counter() - start
+    if diff and codegen == "cpp" and DEVICE == "cpu" and vectorization_explains(spec, x):
+        # Scalar C++ codegen gives bit-identical results, so the difference
+        # comes from vectorized loops alone (main loop and scalar tail round
+        # differently, e.g. FMA; a reload placed late changes which kernels
+        # Inductor fuses and so their loop split): no data moved wrongly. Said
+        # aloud, counted in the summary and in benchmarks/random_draws.sh.
+        result["ok"] = True
+        result["vector_ulps"] = True
+        warnings.warn(f"{VECTOR_ULPS} in draw seed={seed}: " + "; ".join(diff), stacklevel=1)
+        return
     if diff:
         again = differences(train(build(spec, marks=False), "inductor", x, codegen), want)
         verdict = (f"plain Inductor differs from itself too ({'; '.join(again)}): this draw says nothing about "
@@ -588,6 +618,13 @@ def check_draw(seed: int, codegen: str) -> None:
         pytest.fail(f"{what}\n{verdict}\n" + "\n".join(diff) + f"\n{len(RESULTS)} draws run so far\n{plans}")
 
 
+def vectorization_explains(spec: dict, x: torch.Tensor) -> bool:
+    """Offloaded and plain Inductor bit-identical under scalar C++ codegen."""
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    got = train(build(spec, marks=True), backend, x, "cpp-scalar")
+    return not differences(got, train(build(spec, marks=False), "inductor", x, "cpp-scalar"))
+
+
 def test_most_draws_offload():
     """Runs after the draws (same file, later): they must not pass vacuously."""
     if not RESULTS:
@@ -595,11 +632,13 @@ def test_most_draws_offload():
     done = [r for r in RESULTS.values() if r["offloaded"] is not None]
     offloading = [r for r in done if r["offloaded"] > 0]
     failed = [s for s, r in RESULTS.items() if not r["ok"]]
+    vector = [s for s, r in RESULTS.items() if r.get("vector_ulps")]
     times = sorted(r["seconds"] for r in RESULTS.values())
     by_codegen = {c: [r["seconds"] for r in RESULTS.values() if r["codegen"] == c] for c in ("aten", "cpp")}
     summary = (
         f"random views: {len(RESULTS)} draws run (seeds {min(RESULTS)}..{max(RESULTS)}), {len(failed)} failed"
         f"{' (seeds ' + ', '.join(map(str, failed)) + ')' if failed else ''}; "
+        f"{len(vector)} differed by {VECTOR_ULPS}{' (seeds ' + ', '.join(map(str, vector)) + ')' if vector else ''}; "
         f"{len(offloading)} of {len(done)} offloaded something, "
         f"{sum(r['sdpa'] > 0 for r in done)} had attention turned into SDPA by Inductor; "
         f"seconds per draw: median {times[len(times) // 2]:.2f}, max {times[-1]:.2f}"
