@@ -50,7 +50,7 @@ from typing import Optional
 import torch
 
 import offload_pass
-from offload_pass.models import make_decoder, make_moe
+from offload_pass.examples.models import make_decoder, make_moe
 
 
 def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
@@ -133,7 +133,7 @@ class _BuiltinMarks:
         self.prefixes = tuple(prefixes)
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        from offload_pass.saved_set import _module_path
+        from offload_pass.planning.saved_set import _module_path
 
         for node in graph.nodes:
             path = _module_path(node)

@@ -28,8 +28,8 @@ import torch
 
 import offload_pass
 import offload_pass.backend as backend_module
-from offload_pass.models import make_decoder, make_moe
-from offload_pass.timeline import simulate_step
+from offload_pass.examples.models import make_decoder, make_moe
+from offload_pass.planning.timeline import simulate_step
 
 
 def origin(frames: list[dict]) -> tuple[str, int, str]:

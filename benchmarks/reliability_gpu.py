@@ -24,7 +24,7 @@ import torch
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 def _pinned_pool():

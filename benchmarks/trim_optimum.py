@@ -30,7 +30,7 @@ def capture(path: str) -> None:
 
     import offload_pass
     import offload_pass.backend as backend_module
-    from offload_pass.models import make_decoder, make_moe
+    from offload_pass.examples.models import make_decoder, make_moe
 
     caught = []
     trim = backend_module.keep_offloads_without_gain

@@ -41,7 +41,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import offload_pass
-from offload_pass.models import make_decoder, make_moe
+from offload_pass.examples.models import make_decoder, make_moe
 
 SIZES = {  # (device, model) -> defaults; any of them can be given on the command line
     ("cpu", "decoder"): dict(layers=2, hidden=32, heads=4, ffn=None, experts=4, seq=16, batch=2),

@@ -4,16 +4,17 @@ Mark modules, regions or tensors; compile with ``offload_backend``; the saved
 activations you marked go to host memory after their producer and come back
 ahead of their first use in backward.
 
-The stages, one module each: markers -> annotations -> saved_set / plan ->
-rewrite -> runtime, wired by backend.
+The stages, one folder each, in the order data flows: marking ->
+annotation -> planning -> rewriting -> runtime, wired by backend.py;
+reporting renders what they did; examples (GroupedMLP, reference models, the
+demo, explain) use the library and are not part of it.
 """
 
-from . import runtime as _runtime  # registers the offload_pass:: ops
-from .backend import OffloadBackend, make_backend, offload_backend
-from .config import OffloadConfig
-from .graph_text import graph_diff, render_graph
-from .grouped_mlp import GroupedMLP
-from .markers import (
+from offload_pass import runtime as _runtime  # registers the offload_pass:: ops
+from offload_pass.backend import OffloadBackend, make_backend, offload_backend
+from offload_pass.config import OffloadConfig
+from offload_pass.reporting.graph_text import graph_diff, render_graph
+from offload_pass.marking.markers import (
     clear_marks,
     keep_modules,
     mark_not_offload,
@@ -21,12 +22,12 @@ from .markers import (
     offload_modules,
     offload_region,
 )
-from .plan import OffloadPlan, PlanEntry
-from .step_report import StepReport
-from .roles import register_saved_roles
+from offload_pass.planning.plan import OffloadPlan, PlanEntry
+from offload_pass.reporting.step_report import StepReport
+from offload_pass.marking.roles import register_saved_roles
+from offload_pass.planning.timeline import register_workspace
 
 __all__ = [
-    "GroupedMLP",
     "OffloadBackend",
     "OffloadConfig",
     "OffloadPlan",
@@ -42,6 +43,7 @@ __all__ = [
     "offload_modules",
     "offload_region",
     "register_saved_roles",
+    "register_workspace",
     "render_graph",
 ]
 

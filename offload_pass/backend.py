@@ -28,29 +28,29 @@ import torch.fx as fx
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_files
 
-from . import runtime  # noqa: F401  (registers the ops)
-from .annotations import TensorMarkPass, annotate_requests, marks_digest
-from .config import OffloadConfig
-from .markers import active_mark_key, active_marks, mark_key, offload_marked_modules
-from .graph_text import render_graph
-from .cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
-from .plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
-from .selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
-from .invariants import check_rewrite
-from .mlp_roles import mlp_roles
-from .naming import frame_root_name, marked_roots
-from .rewrite import rewrite_graphs
-from .step_report import StepReport, StepTracker, modules_without_offload
-from .units import format_bytes
-from .views import retrace_view_vals
-from .saved_set import check_requested_roles, collect_saved_tensors
-from .timeline import Timeline, offload_intervals, simulate_step
+from offload_pass import runtime  # noqa: F401  (registers the ops)
+from offload_pass.annotation.annotations import TensorMarkPass, annotate_requests, marks_digest
+from offload_pass.config import OffloadConfig
+from offload_pass.marking.markers import active_mark_key, active_marks, mark_key, offload_marked_modules
+from offload_pass.reporting.graph_text import render_graph
+from offload_pass.planning.cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
+from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
+from offload_pass.planning.selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
+from offload_pass.rewriting.invariants import check_rewrite
+from offload_pass.annotation.mlp_roles import mlp_roles
+from offload_pass.marking.naming import frame_root_name, marked_roots
+from offload_pass.rewriting.rewrite import rewrite_graphs
+from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
+from offload_pass.units import format_bytes
+from offload_pass.views import retrace_view_vals
+from offload_pass.planning.saved_set import check_requested_roles, collect_saved_tensors
+from offload_pass.planning.timeline import Timeline, offload_intervals, simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
 
 log = logging.getLogger("offload_pass")
 
-_SOURCES = tuple(sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))))
+_SOURCES = tuple(sorted(glob.glob(os.path.join(os.path.dirname(__file__), "**", "*.py"), recursive=True)))
 
 
 def _op_counts(gm: fx.GraphModule) -> Counter:

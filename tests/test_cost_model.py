@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass.cost_model import CopyOut, Reload, device_profile, estimate_node_ms, schedule_releases, schedule_reloads
-from offload_pass.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
+from offload_pass.planning.cost_model import CopyOut, Reload, device_profile, estimate_node_ms, schedule_releases, schedule_reloads
+from offload_pass.planning.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
 
 from helpers import assert_same_training
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 def _decoder_run(**config):
@@ -144,7 +144,7 @@ def test_reload_runs_after_the_last_in_place_node_else_goes_after_the_next():
 def test_in_place_slots_follow_inductor_lazy_kernels():
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from offload_pass.timeline import in_place_slots
+    from offload_pass.planning.timeline import in_place_slots
 
     def f(a, b):
         m = a @ b

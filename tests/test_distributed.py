@@ -71,7 +71,7 @@ def _train(parallel: str, rank: int, backend: object, mark: bool) -> list[dict]:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import offload_pass
-    from offload_pass.models import make_decoder
+    from offload_pass.examples.models import make_decoder
 
     hidden = HIDDEN[parallel]
     model = make_decoder(layers=LAYERS, hidden=hidden, heads=4, seed=0)  # same weights on every rank

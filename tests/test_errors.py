@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def test_clear_marks_needs_a_module():
 
 
 def test_saved_roles_positions_are_checked():
-    from offload_pass.grouped_mlp import grouped_mlp_fwd
-    from offload_pass.roles import register_saved_roles
+    from offload_pass.examples.grouped_mlp import grouped_mlp_fwd
+    from offload_pass.marking.roles import register_saved_roles
 
     valid_inputs = re.escape("valid input positions (the op's tensor inputs passed by position, in 0..2) are: 0 (x), 1 (w1), 2 (w2)")
     with pytest.raises(ValueError, match=r"inputs\[3\] can never apply: " + valid_inputs):
@@ -160,7 +160,7 @@ def test_saved_roles_positions_are_checked():
     with pytest.raises(ValueError, match=r"inputs\[2\] can never apply: valid input positions .* 0 \(self\), 1 \(other\)"):
         register_saved_roles(torch.ops.aten.add.Tensor, inputs={2: "alpha"})
     # The failures registered nothing; the valid registration still works.
-    from offload_pass.roles import roles_of
+    from offload_pass.marking.roles import roles_of
 
     assert roles_of(torch.ops.aten.mm.default) is None
     entry = register_saved_roles(grouped_mlp_fwd, inputs={0: "fc1"}, outputs={1: "act", 2: "fc2"})

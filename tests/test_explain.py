@@ -1,4 +1,4 @@
-"""python -m offload_pass.explain prints the plan and the graph diff."""
+"""python -m offload_pass.examples.explain prints the plan and the graph diff."""
 
 import re
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 def test_explain_default_factory():
     out = subprocess.run(
-        [sys.executable, "-m", "offload_pass.explain", "offload_pass.explain:example", "--graphs", "diff"],
+        [sys.executable, "-m", "offload_pass.examples.explain", "offload_pass.examples.explain:example", "--graphs", "diff"],
         capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stderr
@@ -32,6 +32,6 @@ def test_explain_default_factory():
 
 def test_explain_bad_factory():
     out = subprocess.run(
-        [sys.executable, "-m", "offload_pass.explain", "offload_pass.models"], capture_output=True, text=True
+        [sys.executable, "-m", "offload_pass.examples.explain", "offload_pass.examples.models"], capture_output=True, text=True
     )
     assert out.returncode != 0 and "expected MODULE:FACTORY" in out.stderr

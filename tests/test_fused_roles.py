@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass.grouped_mlp import MoEBlock
+from offload_pass.examples.grouped_mlp import MoEBlock
 
 from helpers import assert_same_training
 
@@ -74,8 +74,8 @@ def test_keep_role_inside_offloaded_module():
 
 
 def test_register_saved_roles_accepts_every_op_form():
-    from offload_pass.grouped_mlp import grouped_mlp_fwd
-    from offload_pass.roles import register_saved_roles, roles_of
+    from offload_pass.examples.grouped_mlp import grouped_mlp_fwd
+    from offload_pass.marking.roles import register_saved_roles, roles_of
 
     op = torch.ops.offload_pass.grouped_mlp_fwd
     for form in (grouped_mlp_fwd, op, op.default):

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 UPDATE = os.environ.get("OFFLOAD_PASS_UPDATE_GOLDEN") == "1"

@@ -8,8 +8,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from offload_pass import grouped_mlp as gm
-from offload_pass.roles import roles_of
+from offload_pass.examples import grouped_mlp as gm
+from offload_pass.marking.roles import roles_of
 
 from conftest import DEVICES
 

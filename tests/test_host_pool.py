@@ -9,8 +9,8 @@ import torch
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.models import make_decoder
-from offload_pass.rewrite import host_pool_layout
+from offload_pass.examples.models import make_decoder
+from offload_pass.rewriting.rewrite import host_pool_layout
 
 from conftest import DEVICES
 from helpers import assert_same_training

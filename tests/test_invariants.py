@@ -13,8 +13,8 @@ import torch.nn as nn
 
 import offload_pass
 from offload_pass import backend as backend_module
-from offload_pass.invariants import OffloadInvariantError, check_rewrite
-from offload_pass.rewrite import REPLACES_KEY
+from offload_pass.rewriting.invariants import OffloadInvariantError, check_rewrite
+from offload_pass.rewriting.rewrite import REPLACES_KEY
 from offload_pass.runtime import OPS
 
 

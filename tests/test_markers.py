@@ -4,7 +4,7 @@ import torch
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 def test_changing_marks_recompiles_with_new_plan():

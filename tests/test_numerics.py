@@ -7,14 +7,14 @@ import torch
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 from conftest import DEVICES
 from helpers import assert_same_training
 
 MARKS = {
     "attn+mlp pattern": lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp"),
-    "class": lambda m: offload_pass.offload_modules(m, offload_pass.models.MLP),
+    "class": lambda m: offload_pass.offload_modules(m, offload_pass.examples.models.MLP),
     "whole layer": lambda m: offload_pass.offload_modules(m, "layers.0"),
     "root": lambda m: offload_pass.offload_modules(m, m),
     "layer kept mlp": lambda m: (

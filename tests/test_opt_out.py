@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.grouped_mlp import MoEBlock
+from offload_pass.examples.grouped_mlp import MoEBlock
 
 from helpers import assert_same_training
 

@@ -3,8 +3,8 @@
 import dataclasses
 
 from offload_pass.config import OffloadConfig
-from offload_pass.plan import plan_saved_tensors
-from offload_pass.saved_set import SavedTensor
+from offload_pass.planning.plan import plan_saved_tensors
+from offload_pass.planning.saved_set import SavedTensor
 
 
 def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload", first_use=0, symbolic=False, op="aten.mm"):

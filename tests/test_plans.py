@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass.models import MLP, make_decoder
+from offload_pass.examples.models import MLP, make_decoder
 
 from helpers import assert_same_training
 

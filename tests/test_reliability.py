@@ -13,7 +13,7 @@ import torch.utils.checkpoint as cp
 
 import offload_pass
 from offload_pass import runtime
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 from helpers import assert_same_training
 
@@ -254,7 +254,7 @@ def test_graph_break_in_one_of_several_like_modules_offloads_only_the_marked_one
     # The frames after the graph break are the same code for all three
     # blocks: compiled under one block's mark they must not serve the others
     # (marked first or last; with or without torch's cache buckets).
-    monkeypatch.setattr(offload_pass.markers, "CACHE_BUCKETS", buckets and offload_pass.markers.CACHE_BUCKETS)
+    monkeypatch.setattr(offload_pass.marking.markers, "CACHE_BUCKETS", buckets and offload_pass.marking.markers.CACHE_BUCKETS)
     x = torch.randn(8, 16)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -317,7 +317,7 @@ def test_region_left_open_past_a_marked_module_is_an_error_naming_it():
     offload_pass.offload_modules(model, "0")
     with pytest.raises(RuntimeError, match=r"module 0 ended while the offload_region opened at .*test_reliability.py:\d+ in forward was still open"):
         model(torch.randn(4, 16))
-    assert offload_pass.markers.active_marks() == ()  # nothing leaks into later calls
+    assert offload_pass.marking.markers.active_marks() == ()  # nothing leaks into later calls
 
 
 class Checkpointed(nn.Module):

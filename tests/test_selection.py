@@ -12,9 +12,9 @@ import torch
 import offload_pass
 from offload_pass.units import format_bytes
 from offload_pass.config import OffloadConfig
-from offload_pass.models import make_decoder
-from offload_pass.plan import AUTO_CANDIDATE
-from offload_pass.selection import Candidate, choose_auto, choose_for_budget, simulate_offload
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning.plan import AUTO_CANDIDATE
+from offload_pass.planning.selection import Candidate, choose_auto, choose_for_budget, simulate_offload
 
 from helpers import assert_same_training
 

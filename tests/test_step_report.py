@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 class Broken(nn.Module):

@@ -1,4 +1,4 @@
-"""python -m offload_pass.explain MODULE:FACTORY — a plan, explained, on CPU.
+"""python -m offload_pass.examples.explain MODULE:FACTORY — a plan, explained, on CPU.
 
 ``FACTORY`` is a callable in an importable module that returns
 ``(model, inputs)``: a model with its offload marks already set, and a tuple
@@ -7,7 +7,7 @@ forward and backward run (the output is summed if it is not a scalar), and
 for each compiled graph the plan table and the diff of the rewritten forward
 and backward graphs are printed. No GPU needed.
 
-  python -m offload_pass.explain offload_pass.explain:example
+  python -m offload_pass.examples.explain offload_pass.examples.explain:example
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import sys
 
 import torch
 
-from .backend import make_backend
-from .graph_text import graph_diff
+from offload_pass.backend import make_backend
+from offload_pass.reporting.graph_text import graph_diff
 
 
 def example():
     """A two-layer decoder with attention and MLP marked (the default factory)."""
-    from .markers import offload_modules
-    from .models import make_decoder
+    from offload_pass.marking.markers import offload_modules
+    from offload_pass.examples.models import make_decoder
 
     model = make_decoder(layers=2, hidden=32, heads=4)
     offload_modules(model, "layers.*.attn", "layers.*.mlp")
@@ -52,7 +52,7 @@ def _load(spec: str):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("factory", nargs="?", default="offload_pass.explain:example")
+    p.add_argument("factory", nargs="?", default="offload_pass.examples.explain:example")
     p.add_argument("--min-bytes", type=int, default=0, help="OffloadConfig.min_bytes (default 0 on CPU)")
     p.add_argument("--graphs", choices=["diff", "full", "none"], default="diff")
     args = p.parse_args(argv)

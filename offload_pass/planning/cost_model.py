@@ -38,8 +38,8 @@ from typing import Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .views import is_view_node, storage_root
-from .timeline import fused_away, in_place_slots, safe_slots, size_hint
+from offload_pass.views import is_view_node, storage_root
+from offload_pass.planning.timeline import fused_away, in_place_slots, safe_slots, size_hint
 
 __all__ = [
     "CopyOut", "DeviceProfile", "Reload", "device_profile", "estimate_node_ms", "release_schedule",

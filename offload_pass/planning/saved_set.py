@@ -18,11 +18,11 @@ from typing import Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request
-from .views import storage_root
-from .mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
-from .naming import module_name
-from .roles import roles_of
+from offload_pass.annotation.annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request
+from offload_pass.views import storage_root
+from offload_pass.annotation.mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
+from offload_pass.marking.naming import module_name
+from offload_pass.marking.roles import roles_of
 
 __all__ = ["SavedTensor", "collect_saved_tensors", "saved_positions", "check_requested_roles"]
 

@@ -17,8 +17,8 @@ from typing import Optional
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from .markers import ALL_ROLES, MARK_KEY, TENSOR_MARK_KEY
-from .views import is_view_node, view_base
+from offload_pass.marking.markers import ALL_ROLES, MARK_KEY, TENSOR_MARK_KEY
+from offload_pass.views import is_view_node, view_base
 
 __all__ = [
     "Request",

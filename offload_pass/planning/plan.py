@@ -19,8 +19,8 @@ import dataclasses
 import logging
 from typing import Optional, Sequence
 
-from .config import OffloadConfig
-from .saved_set import SavedTensor
+from offload_pass.config import OffloadConfig
+from offload_pass.planning.saved_set import SavedTensor
 
 __all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
 

@@ -1,4 +1,4 @@
-"""python -m offload_pass.demo: mark, compile, show the plan and the graph diff.
+"""python -m offload_pass.examples.demo: mark, compile, show the plan and the graph diff.
 
 Compiles a small decoder with its attention and MLP blocks marked, prints the
 plan and the diff of the forward and backward graphs against the
@@ -14,7 +14,7 @@ import copy
 import torch
 
 import offload_pass
-from offload_pass.models import make_decoder
+from offload_pass.examples.models import make_decoder
 
 
 def _step(model, backend, x):

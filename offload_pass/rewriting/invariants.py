@@ -27,9 +27,9 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from .rewrite import CREATED_KEY, REPLACES_KEY
-from .runtime import OPS, extent_bytes
-from .views import ViewGeometry, storage_root, view_geometry
+from offload_pass.rewriting.rewrite import CREATED_KEY, REPLACES_KEY
+from offload_pass.runtime import OPS, extent_bytes
+from offload_pass.views import ViewGeometry, storage_root, view_geometry
 
 __all__ = ["OffloadInvariantError", "check_rewrite"]
 

@@ -32,8 +32,8 @@ from typing import Optional, Sequence
 
 import torch.fx as fx
 
-from .views import storage_root
-from .cost_model import group_bytes
+from offload_pass.views import storage_root
+from offload_pass.planning.cost_model import group_bytes
 
 __all__ = ["Candidate", "Prediction", "simulate_offload", "choose_auto", "choose_for_budget"]
 

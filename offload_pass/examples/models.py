@@ -96,7 +96,7 @@ class MoEStack(nn.Module):
 
     def __init__(self, layers: int, hidden: int, ffn: int, experts: int, activation: str = "swiglu") -> None:
         super().__init__()
-        from .grouped_mlp import MoEBlock
+        from offload_pass.examples.grouped_mlp import MoEBlock
 
         self.layers = nn.ModuleList(MoEBlock(hidden, ffn, experts, activation) for _ in range(layers))
 

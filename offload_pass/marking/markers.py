@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch.fx.traceback import annotate
 
-from .naming import remember_module_names
+from offload_pass.marking.naming import remember_module_names
 
 __all__ = [
     "offload_modules",

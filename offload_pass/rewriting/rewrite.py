@@ -30,12 +30,12 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-from .annotations import CHOSEN_KEY
-from .views import storage_root
-from .config import OffloadConfig
-from .plan import OffloadPlan
-from .runtime import OPS, PAGE_BYTES, extent_bytes
-from .saved_set import saved_positions
+from offload_pass.annotation.annotations import CHOSEN_KEY
+from offload_pass.views import storage_root
+from offload_pass.config import OffloadConfig
+from offload_pass.planning.plan import OffloadPlan
+from offload_pass.runtime import OPS, PAGE_BYTES, extent_bytes
+from offload_pass.planning.saved_set import saved_positions
 
 __all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY", "REPLACES_KEY"]
 

@@ -28,7 +28,7 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .views import is_view_node, storage_root
+from offload_pass.views import is_view_node, storage_root
 
 __all__ = ["Timeline", "in_place_slots", "python_op_workspace", "register_workspace", "safe_slots", "simulate_step"]
 

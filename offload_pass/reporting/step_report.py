@@ -21,8 +21,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_leaves
 
-from .plan import OffloadPlan
-from .units import format_bytes
+from offload_pass.planning.plan import OffloadPlan
+from offload_pass.units import format_bytes
 
 __all__ = ["StepReport", "StepTracker"]
 

@@ -44,8 +44,8 @@ from torch.utils.flop_counter import register_flop_formula
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .roles import register_saved_roles
-from .timeline import python_op_workspace, register_workspace
+from offload_pass.marking.roles import register_saved_roles
+from offload_pass.planning.timeline import python_op_workspace, register_workspace
 
 __all__ = [
     "ACTIVATIONS",
