@@ -14,7 +14,7 @@ import torch.nn as nn
 import offload_pass
 from offload_pass import backend as backend_module
 from offload_pass.rewriting.invariants import OffloadInvariantError, check_rewrite
-from offload_pass.rewriting.rewrite import REPLACES_KEY
+from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
 from offload_pass.runtime import OPS
 
 
@@ -146,9 +146,9 @@ def test_check_catches_overlapping_host_slots(graphs):
     # the last read like the first.
     with fw.graph.inserting_after(_one(fw.graph, OPS["release"])):
         second = fw.graph.call_function(OPS["offload"], (source, *host.args[1:]))
-        second.meta["offload_pass"] = "rewrite"
+        second.meta[CREATED_BY_KEY] = "rewrite"
     with fw.graph.inserting_after(second):
-        fw.graph.call_function(OPS["release"], (source, second)).meta["offload_pass"] = "rewrite"
+        fw.graph.call_function(OPS["release"], (source, second)).meta[CREATED_BY_KEY] = "rewrite"
     with pytest.raises(OffloadInvariantError, match=r"host slots of addmm_host \[0, 4096\) and .* overlap"):
         check_rewrite(fw, bw)
 
@@ -167,6 +167,19 @@ def test_check_catches_a_host_copy_read_directly(graphs):
     view = next(u for u in reload.users if u.meta.get(REPLACES_KEY))
     view.args = (reload.args[0], *view.args[1:])
     with pytest.raises(OffloadInvariantError, match=r"reads the host copy .* instead of its reload"):
+        check_rewrite(fw, bw)
+
+
+def test_check_catches_a_chosen_offload_never_copied(graphs):
+    fw, bw = graphs
+    offloaded = {n for n in fw.graph.nodes if n.meta.get(CHOSEN_KEY) == "offload"}
+    assert offloaded, "the plan offloads nothing: this check would not be exercised"
+    check_rewrite(fw, bw)
+    host = _one(fw.graph, OPS["offload"])
+    loss = next(n for n in reversed(fw.graph.nodes) if n.op == "call_function" and n not in offloaded
+                and n.target is not OPS["release"] and n is not host)
+    loss.meta[CHOSEN_KEY] = "offload"
+    with pytest.raises(OffloadInvariantError, match=f"the plan offloads {loss.name}, but no offload copies"):
         check_rewrite(fw, bw)
 
 

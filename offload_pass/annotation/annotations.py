@@ -3,7 +3,7 @@
 Takes: the joint forward/backward graph, whose nodes carry the markers'
 ``meta["custom"]``. Gives: ``node.meta[REQUEST_KEY]``, a ``Request`` saying what
 the user asked for the tensors that node produces (the plan records what was
-chosen under ``CHOSEN_KEY``), and ``node.meta[TENSOR_REQUEST_KEY]`` for
+chosen under ``meta_keys.CHOSEN_KEY``), and ``node.meta[TENSOR_REQUEST_KEY]`` for
 per-tensor marks, moved from the marking view onto the tensor it views before
 Inductor's no-op removal deletes that view.
 """
@@ -17,22 +17,17 @@ from typing import Optional
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from offload_pass.marking.markers import ALL_ROLES, MARK_KEY, TENSOR_MARK_KEY
+from offload_pass.marking.markers import ALL_ROLES
+from offload_pass.meta_keys import MARK_KEY, REQUEST_KEY, TENSOR_MARK_KEY, TENSOR_REQUEST_KEY
 from offload_pass.views import is_view_node, view_base
 
 __all__ = [
     "Request",
-    "REQUEST_KEY",
-    "CHOSEN_KEY",
-    "TENSOR_REQUEST_KEY",
     "annotate_requests",
     "harvest_tensor_marks",
     "marks_digest",
 ]
 
-REQUEST_KEY = "offload_pass_request"  # what the user asked (a Request)
-TENSOR_REQUEST_KEY = "offload_pass_tensor_request"  # per-tensor marks (frozenset of modes)
-CHOSEN_KEY = "offload_pass_chosen"  # what the plan chose ("offload" / "keep")
 
 
 @dataclasses.dataclass(frozen=True)

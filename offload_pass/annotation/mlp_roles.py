@@ -30,7 +30,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from offload_pass.annotation.annotations import REQUEST_KEY
+from offload_pass.meta_keys import REQUEST_KEY
 from offload_pass.views import is_view_node, storage_root
 
 __all__ = ["MLP_ROLES", "MlpRoles", "mlp_roles"]

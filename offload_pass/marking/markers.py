@@ -29,6 +29,7 @@ import torch.nn as nn
 from torch.fx.traceback import annotate
 
 from offload_pass.marking.naming import remember_module_names
+from offload_pass.meta_keys import MARK_KEY, TENSOR_MARK_KEY
 
 __all__ = [
     "offload_modules",
@@ -37,8 +38,6 @@ __all__ = [
     "mark_offload",
     "mark_not_offload",
     "clear_marks",
-    "MARK_KEY",
-    "TENSOR_MARK_KEY",
     "ALL_ROLES",
 ]
 
@@ -48,8 +47,6 @@ log = logging.getLogger("offload_pass")
 # {"offload": roles, "keep": roles, "source": str}, roles being a tuple of role
 # names or ALL_ROLES. TENSOR_MARK_KEY holds "offload" / "keep" on a view node
 # that mark_offload / mark_not_offload inserted.
-MARK_KEY = "offload_pass"
-TENSOR_MARK_KEY = "offload_pass_tensor"
 ALL_ROLES = ("*",)
 
 _ORIG_FORWARD = "_offload_pass_orig_forward"

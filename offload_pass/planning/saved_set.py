@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 import torch
 import torch.fx as fx
 
-from offload_pass.annotation.annotations import REQUEST_KEY, TENSOR_REQUEST_KEY, Request
+from offload_pass.annotation.annotations import Request
+from offload_pass.meta_keys import REQUEST_KEY, TENSOR_REQUEST_KEY
 from offload_pass.views import storage_root
 from offload_pass.annotation.mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
 from offload_pass.marking.naming import module_name

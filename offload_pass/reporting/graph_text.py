@@ -13,6 +13,8 @@ import difflib
 import torch
 import torch.fx as fx
 
+from offload_pass.meta_keys import CREATED_BY_KEY
+
 __all__ = ["render_graph", "graph_diff"]
 
 _DTYPES = {
@@ -58,7 +60,7 @@ def render_graph(gm: fx.GraphModule | fx.Graph) -> str:
     graph = gm.graph if isinstance(gm, fx.GraphModule) else gm
     lines = []
     for node in graph.nodes:
-        mark = "  [offload_pass]" if node.meta.get("offload_pass") else ""
+        mark = "  [offload_pass]" if node.meta.get(CREATED_BY_KEY) else ""
         val = _fmt_val(node.meta.get("val"))
         if node.op == "placeholder":
             line = f"{node.name}: input  {val}"

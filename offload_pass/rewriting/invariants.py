@@ -1,7 +1,7 @@
 """Invariants of a rewrite, checked after every rewrite (like ``graph.lint()``).
 
 Takes: the forward and backward graph modules as the rewrite left them (its
-nodes carry ``CREATED_KEY``; a rebuilt view names the saved tensor it stands
+nodes carry ``CREATED_BY_KEY``; a rebuilt view names the saved tensor it stands
 for under ``REPLACES_KEY``). Gives: nothing, or an ``OffloadInvariantError``
 naming the node that breaks one of:
 
@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from offload_pass.rewriting.rewrite import CREATED_KEY, REPLACES_KEY
+from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
 from offload_pass.runtime import OPS, extent_bytes
 from offload_pass.views import ViewGeometry, storage_root, view_geometry
 
@@ -64,7 +64,7 @@ def _alias_readers(root: fx.Node) -> list[fx.Node]:
     while pending:
         node = pending.pop()
         for user in node.users:
-            if user.op == "output" or user.meta.get(CREATED_KEY):
+            if user.op == "output" or user.meta.get(CREATED_BY_KEY):
                 continue
             readers.append(user)
             if user not in seen and storage_root(user)[0] is root:
@@ -75,6 +75,10 @@ def _alias_readers(root: fx.Node) -> list[fx.Node]:
 
 def _check_forward(graph: fx.Graph, graph_id: str) -> None:
     order = {n: i for i, n in enumerate(graph.nodes)}
+    copied = {storage_root(host.args[0])[0] for host in _ops(graph, "offload")}
+    for node in graph.nodes:
+        if node.meta.get(CHOSEN_KEY) == "offload" and storage_root(node)[0] not in copied:
+            _fail(graph_id, f"the plan offloads {node.name}, but no offload copies its storage to host")
     releases = {}
     for release in _ops(graph, "release"):
         source, host = release.args

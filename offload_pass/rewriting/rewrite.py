@@ -17,7 +17,7 @@ backward  x_host = placeholder                      same position as before
           offload_pass.wait_reload(x_dev)           right before the first consumer
           consumer(x_dev)
 
-Nodes made here carry ``meta["offload_pass"] = "rewrite"``.
+Nodes made here carry ``meta[CREATED_BY_KEY] = "rewrite"`` (meta_keys).
 """
 
 from __future__ import annotations
@@ -30,19 +30,14 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-from offload_pass.annotation.annotations import CHOSEN_KEY
+from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
 from offload_pass.views import storage_root
 from offload_pass.config import OffloadConfig
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.runtime import OPS, PAGE_BYTES, extent_bytes
 from offload_pass.planning.saved_set import saved_positions
 
-__all__ = ["rewrite_graphs", "host_pool_layout", "CREATED_KEY", "REPLACES_KEY"]
-
-CREATED_KEY = "offload_pass"  # which pass made a node ("rewrite")
-# On a reload and on each view rebuilt from it: the forward value it stands
-# for (invariants.check_rewrite compares them).
-REPLACES_KEY = "offload_pass_replaces"
+__all__ = ["rewrite_graphs", "host_pool_layout"]
 
 
 @dataclasses.dataclass
@@ -100,7 +95,7 @@ def host_pool_layout(extents: list[tuple[str, Optional[int]]]) -> tuple[str, int
 
 def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[str] = None) -> fx.Node:
     node = graph.create_node("call_function", target, args, name=name)
-    node.meta[CREATED_KEY] = "rewrite"
+    node.meta[CREATED_BY_KEY] = "rewrite"
     fake_args = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
     with fake_mode:
         node.meta["val"] = target(*fake_args)
@@ -242,7 +237,7 @@ def _rewrite_backward(
                     )
                     replacement.meta[REPLACES_KEY] = m
                 placeholders[m].replace_all_uses_with(
-                    replacement, delete_user_cb=lambda user: user.meta.get(CREATED_KEY) != "rewrite"
+                    replacement, delete_user_cb=lambda user: user.meta.get(CREATED_BY_KEY) != "rewrite"
                 )
 
 
