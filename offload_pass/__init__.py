@@ -25,7 +25,7 @@ from offload_pass.marking.markers import (
 from offload_pass.planning.plan import OffloadPlan, PlanEntry
 from offload_pass.reporting.step_report import StepReport
 from offload_pass.marking.roles import register_saved_roles
-from offload_pass.planning.timeline import register_workspace
+from offload_pass.planning.workspace import register_workspace
 
 __all__ = [
     "OffloadBackend",

@@ -144,7 +144,7 @@ def test_reload_runs_after_the_last_in_place_node_else_goes_after_the_next():
 def test_in_place_slots_follow_inductor_lazy_kernels():
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from offload_pass.planning.timeline import in_place_slots
+    from offload_pass.planning.inductor_model import in_place_slots
 
     def f(a, b):
         m = a @ b

@@ -8,7 +8,7 @@ import torch.fx as fx
 
 import offload_pass
 from offload_pass.examples.models import make_decoder
-from offload_pass.planning.timeline import fused_away, safe_slots
+from offload_pass.planning.inductor_model import fused_away, safe_slots
 
 
 def _graph(build) -> fx.Graph:
@@ -102,7 +102,7 @@ def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
     # backward: inputs that die there, all three outputs and the kernel's
     # scratch at once. The timeline used to count the outputs only after the
     # inputs were freed, and no scratch: 300 MiB under the measured peak.
-    from offload_pass.planning import timeline as tl
+    from offload_pass.planning import timeline as tl, workspace
 
     aten = torch.ops.aten
     g = fx.Graph()
@@ -121,7 +121,7 @@ def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
     c = g.call_function(aten.mm.default, (v, v))
     c.meta["val"] = _meta(4, 4)
     g.output((c,))
-    monkeypatch.setitem(tl._WORKSPACE, aten.var_mean.correction, lambda node: 1000)
+    monkeypatch.setitem(workspace._WORKSPACE, aten.var_mean.correction, lambda node: 1000)
     gm = fx.GraphModule(torch.nn.Module(), g)
     empty = fx.GraphModule(torch.nn.Module(), fx.Graph())
     empty.graph.output(())
@@ -137,7 +137,7 @@ def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
 
 
 def test_scratch_of_a_python_op_is_measured_on_meta_tensors():
-    from offload_pass.planning.timeline import python_op_workspace
+    from offload_pass.planning.workspace import python_op_workspace
 
     n = 1 << 10
 
@@ -159,7 +159,7 @@ def test_grouped_mlp_backward_scratch_is_one_experts_activation_gradient():
     # (bf16, twice as wide for swiglu) and three fp32 temporaries; the
     # outputs are written in place, never concatenated.
     from offload_pass.examples.grouped_mlp import _grouped_mlp_bwd
-    from offload_pass.planning.timeline import python_op_workspace
+    from offload_pass.planning.workspace import python_op_workspace
 
     hidden, ffn, counts = 64, 96, [40, 0, 100, 60]
     tokens, experts = sum(counts), len(counts)
@@ -179,7 +179,7 @@ def test_grouped_mlp_backward_scratch_is_one_experts_activation_gradient():
 def test_unbind_allocates_nothing():
     # unbind / split return views of their input: counting their outputs
     # put a false 190 MiB peak in the forward of an H100 decoder (q, k, v).
-    from offload_pass.planning import timeline as tl
+    from offload_pass.planning import timeline as tl, workspace
 
     aten = torch.ops.aten
     g = fx.Graph()

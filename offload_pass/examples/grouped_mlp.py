@@ -45,7 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from offload_pass.marking.roles import register_saved_roles
-from offload_pass.planning.timeline import python_op_workspace, register_workspace
+from offload_pass.planning.workspace import python_op_workspace, register_workspace
 
 __all__ = [
     "ACTIVATIONS",

@@ -39,7 +39,8 @@ import torch
 import torch.fx as fx
 
 from offload_pass.views import is_view_node, storage_root
-from offload_pass.planning.timeline import fused_away, in_place_slots, safe_slots, size_hint
+from offload_pass.planning.inductor_model import fused_away, in_place_slots, safe_slots
+from offload_pass.units import size_hint
 
 __all__ = [
     "CopyOut", "DeviceProfile", "Reload", "device_profile", "estimate_node_ms", "release_schedule",

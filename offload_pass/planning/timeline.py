@@ -18,21 +18,18 @@ is no GPU.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import operator
-import weakref
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.fx as fx
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
+from offload_pass.planning.inductor_model import fused_away, is_extern
+from offload_pass.planning.workspace import workspace_bytes
+from offload_pass.units import size_hint
 from offload_pass.views import is_view_node, storage_root
 
-__all__ = ["Timeline", "in_place_slots", "python_op_workspace", "register_workspace", "safe_slots", "simulate_step"]
-
-log = logging.getLogger(__name__)
+__all__ = ["Timeline", "offload_intervals", "simulate_step"]
 
 
 @dataclasses.dataclass
@@ -48,10 +45,6 @@ class Timeline:
     @property
     def peak(self) -> int:
         return max(self.live_bytes, default=0)
-
-    @property
-    def peak_index(self) -> int:
-        return self.live_bytes.index(self.peak) if self.live_bytes else 0
 
     @property
     def forward_end(self) -> int:
@@ -78,15 +71,6 @@ def _storage_bytes(val: object) -> int:
     return size_hint(nbytes) or 0
 
 
-def size_hint(size: object) -> Optional[int]:
-    """A size as an int, a symbolic one by its hint: reading it never adds a
-    guard, so a dynamic graph is not specialized by being estimated."""
-    if isinstance(size, int):
-        return size
-    hint = getattr(getattr(size, "node", None), "hint", None)
-    return int(hint) if isinstance(hint, int) else None
-
-
 def _allocates(node: fx.Node, count_cpu: bool) -> int:
     """Bytes of new device storage that ``node`` allocates (0 for views,
     multi-output producers whose getitems own the outputs, and host copies)."""
@@ -109,262 +93,6 @@ def _tensor_bytes(val: object, count_cpu: bool) -> int:
     if not isinstance(val, torch.Tensor) or (val.device.type == "cpu" and not count_cpu):
         return 0
     return _storage_bytes(val)
-
-
-# Scratch memory an op allocates and frees inside itself, by op: a function
-# of the node giving bytes. The simulation cannot see inside an op, and on an
-# H100 such scratch made the step's peak (cuDNN attention backward: 64.5 MiB;
-# the grouped MLP backward's fp32 activation gradient: 144 MiB per layer at
-# hidden 2048).
-_WORKSPACE: dict[object, Callable[[fx.Node], int]] = {}
-
-
-def register_workspace(op: object, bytes_of: Callable[[fx.Node], int]) -> None:
-    """Tell the simulation how much scratch memory ``op`` (an OpOverload or
-    its packet) holds while it runs: ``bytes_of(node)`` from the node's
-    arguments' fake tensors. Outputs are counted already; only the memory
-    the op frees before returning belongs here."""
-    _WORKSPACE[op] = bytes_of
-
-
-def _workspace(node: fx.Node, count_cpu: bool) -> int:
-    if node.op != "call_function":
-        return 0
-    fn = _WORKSPACE.get(node.target) or _WORKSPACE.get(getattr(node.target, "overloadpacket", None))
-    if fn is None:
-        return 0
-    devices = {t.device.type for t in tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)}
-    if devices and devices <= {"cpu"} and not count_cpu:
-        return 0
-    try:
-        return int(fn(node))
-    except Exception as error:  # an estimate must never stop a compile
-        log.debug("offload_pass: no workspace estimate for %s: %s", node.name, error)
-        return 0
-
-
-def _attention_backward_workspace(node: fx.Node) -> int:
-    # Flash-style backward kernels (cuDNN, FlashAttention-2) accumulate dq in
-    # fp32 and keep one fp32 row statistic per query: measured 64.5 MiB for
-    # q = 2x16x4096x128 (cuDNN, H100).
-    q = node.args[1].meta.get("val") if isinstance(node.args[1], fx.Node) else None
-    if not isinstance(q, torch.Tensor) or q.device.type != "cuda":
-        return 0
-    numel = _hint(q.numel())
-    return 4 * numel + 4 * (numel // max(_hint(q.shape[-1]), 1))
-
-
-for _name in (
-    "_scaled_dot_product_cudnn_attention_backward",
-    "_scaled_dot_product_flash_attention_backward",
-    "_scaled_dot_product_efficient_attention_backward",
-    "_flash_attention_backward",
-    "_efficient_attention_backward",
-):
-    if hasattr(torch.ops.aten, _name):
-        register_workspace(getattr(torch.ops.aten, _name), _attention_backward_workspace)
-
-
-def _hint(value: object) -> int:
-    hint = size_hint(value)
-    if hint is None:
-        raise ValueError(f"symbolic size {value} without a hint")
-    return hint
-
-
-class _StoragePeak(TorchDispatchMode):
-    """Bytes of the storages that ops create while the mode is on, alive at
-    once at most (Python drops a tensor when its last reference goes, as it
-    does on the GPU)."""
-
-    def __init__(self, existing: set[int]) -> None:
-        super().__init__()
-        self.existing = existing
-        self.live: dict[int, list[int]] = {}
-        self.total = self.peak = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                self._track(t)
-        return out
-
-    def _track(self, t: torch.Tensor) -> None:
-        storage = t.untyped_storage()
-        key = storage._cdata
-        if key in self.existing:
-            return
-        entry = self.live.get(key)
-        if entry is None:
-            entry = self.live[key] = [storage.nbytes(), 0]
-            self.total += entry[0]
-            self.peak = max(self.peak, self.total)
-        entry[1] += 1
-        weakref.finalize(t, self._drop, key)
-
-    def _drop(self, key: int) -> None:
-        entry = self.live.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            del self.live[key]
-            self.total -= entry[0]
-
-
-def python_op_workspace(impl: Callable[..., object]) -> Callable[[fx.Node], int]:
-    """A ``register_workspace`` function for an op implemented in Python by
-    ``impl`` (same arguments as the op): runs ``impl`` on meta tensors of the
-    node's shapes and returns the most memory it held beyond its outputs."""
-
-    def bytes_of(node: fx.Node) -> int:
-        def meta(a: object) -> object:
-            if isinstance(a, fx.Node):
-                val = a.meta.get("val")
-                if isinstance(val, torch.Tensor):
-                    return torch.empty_strided(
-                        [_hint(d) for d in val.shape], [_hint(d) for d in val.stride()],
-                        dtype=val.dtype, device="meta",
-                    )
-                return _hint(val)
-            if isinstance(a, (list, tuple)):
-                return type(a)(meta(x) for x in a)
-            return a
-
-        args = [meta(a) for a in node.args]
-        kwargs = {k: meta(v) for k, v in node.kwargs.items()}
-        existing = {t.untyped_storage()._cdata for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        mode = _StoragePeak(existing)
-        with mode:
-            out = impl(*args, **kwargs)
-        outputs = sum(t.untyped_storage().nbytes() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
-        return max(mode.peak - outputs, 0)
-
-    return bytes_of
-
-
-# Gathers that Inductor lowers to pointwise loads with computed indices: they
-# fuse like pointwise ops. On an H100 MoE stack, the residual gradient sum
-# read by each layer's token gather was never written to memory; Inductor
-# recomputed it in every gather's kernel and kept the summands alive.
-_INDIRECT_POINTWISE = {
-    torch.ops.aten.index.Tensor,
-    torch.ops.aten.index_select.default,
-    torch.ops.aten.gather.default,
-    torch.ops.aten.embedding.default,
-}
-
-
-def _fusable(node: fx.Node) -> bool:
-    """Pointwise ops, gathers and views: Inductor fuses them into their consumers."""
-    if node.op != "call_function":
-        return False
-    if is_view_node(node) or node.target in _INDIRECT_POINTWISE:
-        return True
-    tags = getattr(node.target, "tags", ())
-    return torch.Tag.pointwise in tags
-
-
-def _read_in_memory(node: fx.Node) -> bool:
-    """Does some consumer need ``node``'s value written to memory: the graph
-    output, an op Inductor does not fuse (matmuls, attention, custom ops), or
-    a view through which one of those reads it."""
-    for user in node.users:
-        if user.op != "call_function":
-            return True
-        if is_view_node(user):
-            if _read_in_memory(user):
-                return True
-            continue
-        tags = getattr(user.target, "tags", ())
-        if not (_fusable(user) or torch.Tag.reduction in tags):
-            return True
-    return False
-
-
-def fused_away(node: fx.Node) -> bool:
-    """A pointwise result that Inductor never writes to memory: every
-    consumer, directly or through views, fuses it (pointwise ops,
-    reductions)."""
-    if node.op != "call_function" or is_view_node(node) or not _fusable(node) or not node.users:
-        return False
-    return not _read_in_memory(node)
-
-
-def _extern(node: fx.Node) -> bool:
-    """An op Inductor runs as its own kernel, never fused with its
-    neighbours: matmuls, attention, custom ops (and the graph's inputs)."""
-    if node.op == "placeholder":
-        return True
-    if node.op != "call_function" or node.target.__module__ == "_operator":
-        return False
-    tags = getattr(node.target, "tags", ())
-    return not (_fusable(node) or torch.Tag.reduction in tags)
-
-
-def safe_slots(nodes: Sequence[fx.Node]) -> list[bool]:
-    """``slots[i]``: may an op go right after ``nodes[i]`` without landing
-    inside a fused kernel? A custom op between two pointwise ops that
-    Inductor would fuse splits their kernel: one more round trip to memory,
-    and in low precision a different rounding of the intermediate. Right
-    after or right before an extern op there is no kernel to split."""
-    return [
-        _extern(node) or (i + 1 < len(nodes) and _extern(nodes[i + 1])) or i + 1 == len(nodes)
-        for i, node in enumerate(nodes)
-    ]
-
-
-# Extern kernels that Inductor lowers without a fallback; with the fallbacks
-# and the ops whose inputs it must realize, they run where the graph has them.
-_EXTERN_LOWERED = {torch.ops.aten.addmm, torch.ops.aten.baddbmm, torch.ops.aten._scaled_mm}
-
-
-def _emitted_in_place(node: fx.Node) -> bool:
-    """Does Inductor's generated code run ``node`` where the graph has it?
-    Graph inputs, custom ops and extern kernels (matmuls, attention and
-    the other fallbacks) yes. Everything it lowers itself (pointwise ops,
-    cat, reductions) it emits lazily, where the result is first needed."""
-    if node.op == "placeholder":
-        return True
-    if node.op != "call_function" or node.target.__module__ == "_operator":
-        return False
-    namespace = getattr(node.target, "namespace", None)
-    if namespace not in ("aten", "prims"):
-        return namespace is not None
-    # Inductor internals, present on torch 2.11 and 2.13. An aten op without
-    # a lowering becomes a fallback when Inductor meets it. Without them only
-    # _EXTERN_LOWERED counts: reloads are then counted from earlier points,
-    # more memory, never less.
-    from torch._inductor import lowering
-
-    packet = getattr(node.target, "overloadpacket", None)
-    lowered = getattr(lowering, "lowerings", None)
-    if lowered is not None and node.target not in lowered and packet not in lowered:
-        return True
-    return packet in _EXTERN_LOWERED or any(
-        node.target in ops or packet in ops
-        for ops in (getattr(lowering, "fallbacks", ()), getattr(lowering, "needs_realized_inputs", ()))
-    )
-
-
-def in_place_slots(nodes: Sequence[fx.Node]) -> list[bool]:
-    """``slots[i]``: does an op placed right after ``nodes[i]`` run right
-    after it in the code Inductor generates? Only after a node that Inductor
-    emits where it stands (``_emitted_in_place``): an op placed after a
-    pointwise node runs before that node's kernel, which is emitted where its
-    result is first needed. On an H100 a reload placed after a ``cat`` ran
-    before the cat's kernel, with the cat's inputs and output alive. Views
-    and getitems emit no kernel: after them, as after the last node before
-    them."""
-    slots, pending = [], False
-    for node in nodes:
-        if _emitted_in_place(node):
-            pending = False
-        elif not (is_view_node(node) or (node.op == "call_function" and node.target is operator.getitem)):
-            pending = True
-        slots.append(not pending)
-    return slots
 
 
 def _walk(
@@ -410,7 +138,7 @@ def _walk(
             live[node] = size
         # A multi-output op writes all its outputs at once: their getitems
         # own them from here; an output nobody reads lives only inside it.
-        transient = _workspace(node, count_cpu)
+        transient = workspace_bytes(node, count_cpu)
         outputs = node.meta.get("val")
         if node.op == "call_function" and isinstance(outputs, (tuple, list)) and not _returns_views(node):
             taken = set()
@@ -426,7 +154,7 @@ def _walk(
             )
         dying = [k for k in live if last_use.get(k, -1) <= i]
         at_node = sum(live.values()) + transient
-        if size and not _extern(node) and any(live[k] == size for k in dying if k is not node):
+        if size and not is_extern(node) and any(live[k] == size for k in dying if k is not node):
             # Inductor writes a kernel's output over an input of the same
             # size that dies in that kernel (inplace_buffers).
             at_node -= size
