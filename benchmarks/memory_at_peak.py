@@ -36,7 +36,7 @@ def origin(frames: list[dict]) -> tuple[str, int, str]:
     """(file, line, function) of the frame that explains an allocation: the
     offload_pass runtime op, else the compiled graph's line, else autograd."""
     for f in frames:
-        if "offload_pass/runtime.py" in f.get("filename", ""):
+        if "offload_pass/runtime/" in f.get("filename", ""):
             return f["filename"], f.get("line", 0), f"offload_pass.{f.get('name')}"
     for f in frames:
         name = f.get("filename", "")

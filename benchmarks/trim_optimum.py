@@ -29,11 +29,11 @@ def capture(path: str) -> None:
     import torch
 
     import offload_pass
-    import offload_pass.backend as backend_module
+    import offload_pass.planning.scheduling as scheduling
     from offload_pass.examples.models import make_decoder, make_moe
 
     caught = []
-    trim = backend_module.keep_offloads_without_gain
+    trim = scheduling.keep_offloads_without_gain
 
     def recording(plan, live, off):
         caught.append({
@@ -43,7 +43,7 @@ def capture(path: str) -> None:
         })
         return trim(plan, live, off)
 
-    backend_module.keep_offloads_without_gain = recording
+    scheduling.keep_offloads_without_gain = recording
     models = {
         "h2048_all": dict(model="decoder", layers=6, hidden=2048, heads=16, batch=2),
         "h4096_all": dict(model="decoder", layers=4, hidden=4096, heads=32, batch=2),

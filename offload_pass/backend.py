@@ -31,20 +31,23 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_
 from offload_pass import runtime  # noqa: F401  (registers the ops)
 from offload_pass.annotation.annotations import TensorMarkPass, annotate_requests, marks_digest
 from offload_pass.config import OffloadConfig
-from offload_pass.marking.markers import active_mark_key, active_marks, mark_key, offload_marked_modules
+from offload_pass.enums import PassName
+from offload_pass.marking.mark import Mark
+from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
+from offload_pass.marking.markers import offload_marked_modules
 from offload_pass.reporting.graph_text import render_graph
-from offload_pass.planning.cost_model import device_profile, estimate_node_ms, release_schedule, reload_schedule
-from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain, plan_saved_tensors
-from offload_pass.planning.selection import candidates_from_graphs, choose_auto, choose_for_budget, simulate_offload
+from offload_pass.planning.lifetimes import copy_lifetimes
+from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
+from offload_pass.planning.scheduling import Schedule, schedule_copies
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
-from offload_pass.units import format_bytes
+from offload_pass.units import mib
 from offload_pass.views import retrace_view_vals
 from offload_pass.planning.saved_set import check_requested_roles, collect_saved_tensors
-from offload_pass.planning.timeline import Timeline, offload_intervals, simulate_step
+from offload_pass.planning.timeline import Timeline, simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
 
@@ -66,7 +69,7 @@ def _partitioner_uuid(uuid: object) -> object:
 
 class _OffloadPartitioner(CustomPartitionerFn):
     def __init__(
-        self, backend: "OffloadBackend", digest: str, active: tuple[dict, ...], frame_root: Optional[str]
+        self, backend: "OffloadBackend", digest: str, active: tuple[Mark, ...], frame_root: Optional[str]
     ) -> None:
         self.backend = backend
         self.digest = digest
@@ -156,156 +159,88 @@ class OffloadBackend:
         self,
         joint: fx.GraphModule,
         joint_inputs: Sequence[object],
-        active: tuple[dict, ...],
+        active: tuple[Mark, ...],
         frame_root: Optional[str],
         **kwargs: Any,
     ):
-        """``frame_root``: the qualified name of the module this graph's frame
-        is the forward of, where known (``naming.frame_root_name``)."""
+        """The pass, stage by stage. ``frame_root``: the qualified name of the
+        module this graph's frame is the forward of, where known
+        (``naming.frame_root_name``)."""
         annotate_requests(joint.graph, active[-1] if active else None)
-        static = kwargs.get("static_lifetime_input_indices") or ()
         fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
         graph_id = f"graph {len(self.plans)}"
-        _retrace_saved_views(fw_gm, bw_gm, graph_id)
-        mlp = mlp_roles(fw_gm.graph)
-        check_requested_roles(fw_gm.graph, mlp)
-        if frame_root is not None:
-            prefix = frame_root
-        else:
-            prefix = active[-1].get("qualname", "") if active else ""
-        saved = collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix, mlp=mlp)
+        prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
+        saved = _saved_set(fw_gm, bw_gm, graph_id, kwargs.get("static_lifetime_input_indices") or (), prefix)
         plan = plan_saved_tensors(saved, self.config, graph_id)
-        before = {"forward": render_graph(fw_gm), "backward": render_graph(bw_gm)}
-        count_cpu = not _uses_cuda(fw_gm)
-        if count_cpu:
-            log.info(
-                "offload_pass: %s runs on CPU: the rewrite is the same, the copies run "
-                "synchronously into separate host buffers and save no memory",
-                graph_id,
-            )
+        before = {"forward_before": render_graph(fw_gm), "backward_before": render_graph(bw_gm)}
+        count_cpu = _runs_on_cpu(fw_gm, graph_id)
         timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
-        plan, release_after, reload_before = self._schedule(fw_gm, bw_gm, plan, timeline_before)
-        if "offload" in self.config.disabled_passes:
-            plan.rewritten = False
-        else:
-            counts = (_op_counts(fw_gm), _op_counts(bw_gm))
-            fw_gm, bw_gm = rewrite_graphs(fw_gm, bw_gm, plan, self.config, reload_before, release_after)
-            if "invariants" not in self.config.disabled_passes:
-                check_rewrite(fw_gm, bw_gm, graph_id)
-            log.debug(
-                "offload_pass: %s rewrite added forward %s, backward %s",
-                graph_id,
-                dict(_op_counts(fw_gm) - counts[0]),
-                dict(_op_counts(bw_gm) - counts[1]),
-            )
+        lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
+        schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, self.config)
+        fw_gm, bw_gm = self._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
         timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
-        plan.predicted_peak_before = timeline_before.peak
-        plan.predicted_peak_after = timeline_after.peak
-        self.plans.append(plan)
-        self.timelines.append({"before": timeline_before, "after": timeline_after})
-        self.graphs.append(
-            {
-                "forward_before": before["forward"],
-                "backward_before": before["backward"],
-                "forward": render_graph(fw_gm),
-                "backward": render_graph(bw_gm),
-            }
+        self._record(schedule.plan, {"before": timeline_before, "after": timeline_after}, before, fw_gm, bw_gm)
+        return fw_gm, bw_gm
+
+    def _rewrite(
+        self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, schedule: Schedule, lifetimes: dict, graph_id: str
+    ) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """The rewrite and the invariant check, unless disabled by name."""
+        if PassName.OFFLOAD in self.config.disabled_passes:
+            schedule.plan.rewritten = False
+            return fw_gm, bw_gm
+        counts = (_op_counts(fw_gm), _op_counts(bw_gm))
+        fw_gm, bw_gm = rewrite_graphs(
+            fw_gm, bw_gm, schedule.plan, lifetimes, self.config, schedule.reload_before, schedule.release_after
         )
+        if PassName.INVARIANTS not in self.config.disabled_passes:
+            check_rewrite(fw_gm, bw_gm, graph_id)
+        log.debug(
+            "offload_pass: %s rewrite added forward %s, backward %s",
+            graph_id, dict(_op_counts(fw_gm) - counts[0]), dict(_op_counts(bw_gm) - counts[1]),
+        )
+        return fw_gm, bw_gm
+
+    def _record(
+        self, plan: OffloadPlan, timelines: dict, before: dict, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule
+    ) -> None:
+        """Keep the plan, its timelines and graph texts; log what was done."""
+        plan.predicted_peak_before = timelines["before"].peak
+        plan.predicted_peak_after = timelines["after"].peak
+        self.plans.append(plan)
+        self.timelines.append(timelines)
+        self.graphs.append({**before, "forward": render_graph(fw_gm), "backward": render_graph(bw_gm)})
         log.info(
             "offload_pass: %s offloads %d saved tensors (%.1f MiB), keeps %.1f MiB",
-            graph_id, len(plan.offloaded), plan.offloaded_bytes / 2**20, plan.kept_bytes / 2**20,
+            plan.graph_id, len(plan.offloaded), mib(plan.offloaded_bytes), mib(plan.kept_bytes),
         )
         if plan.kept_without_gain:
             log.info(
                 "offload_pass: %s kept %d marked tensors that would not lower the predicted peak "
                 "(keep_if_no_gain); make_backend(keep_if_no_gain=False) offloads them anyway",
-                graph_id, len(plan.kept_without_gain),
+                plan.graph_id, len(plan.kept_without_gain),
             )
-        return fw_gm, bw_gm
 
 
-    def _schedule(
-        self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, timeline: Timeline
-    ) -> tuple[OffloadPlan, Optional[dict[str, str]], Optional[dict[str, str]]]:
-        """Trim copies that would not lower the predicted peak, then place each
-        release and reload (cost model), from the simulated timeline without
-        offload. Returns the plan and the release / reload points (None: the
-        fixed schedule)."""
-        config = self.config
-        if not plan.groups:
-            return plan, None, None
-        intervals = offload_intervals(fw_gm, bw_gm, plan.groups)
-        if config.mode != "marked":
-            plan = self._select(fw_gm, bw_gm, plan, timeline)
-        elif config.keep_if_no_gain:
-            plan = keep_offloads_without_gain(plan, timeline.live_bytes, intervals)
-        if config.schedule != "cost" or not plan.groups:
-            return plan, None, None
-        # The ideal: each copy off the device from its last forward use to
-        # its first backward use. Its peak is the ceiling neither the
-        # releases nor the prefetches may lift.
-        live = list(timeline.live_bytes)
-        for group in plan.groups:
-            a, b = intervals[group.storage]
-            for i in range(a, b):
-                live[i] -= group.nbytes
-        ceiling = max(live, default=0)
-        split = timeline.phases.count("forward")
-        profile = device_profile(_device_of(fw_gm), config.bandwidth_gbps)
-        release_after = release_schedule(fw_gm, plan.groups, live[:split], ceiling, profile)
-        reload_before = reload_schedule(
-            bw_gm, plan.groups, live[split:], ceiling, profile, config.prefetch_bytes
-        )
-        plan.predicted_ideal_peak = ceiling
-        plan.release_after = dict(release_after)
-        plan.reload_before = dict(reload_before)
-        plan.cost_profile = profile.source
-        plan.predicted_compute_ms = (
-            sum(estimate_node_ms(fw_gm, profile)),
-            sum(estimate_node_ms(bw_gm, profile)),
-        )
-        return plan, release_after, reload_before
+def _saved_set(
+    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id: str, static: Sequence[int], prefix: str
+) -> list:
+    """Views re-traced, requested roles checked, the saved tensors collected."""
+    _retrace_saved_views(fw_gm, bw_gm, graph_id)
+    mlp = mlp_roles(fw_gm.graph)
+    check_requested_roles(fw_gm.graph, mlp)
+    return collect_saved_tensors(fw_gm, bw_gm, static, module_prefix=prefix, mlp=mlp)
 
 
-    def _select(
-        self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, plan: OffloadPlan, timeline: Timeline
-    ) -> OffloadPlan:
-        """mode="auto" / "budget": keep the candidate copies the selection
-        does not choose, and record its prediction in the plan."""
-        config = self.config
-        profile = device_profile(_device_of(fw_gm), config.bandwidth_gbps)
-        split = timeline.phases.count("forward")
-        fw_ms = estimate_node_ms(fw_gm, profile)[:split]
-        bw_ms = estimate_node_ms(bw_gm, profile)[: len(timeline.live_bytes) - split]
-        candidates = candidates_from_graphs(fw_gm, bw_gm, plan.groups)
-        speeds = (profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
-        base = simulate_offload(fw_ms, bw_ms, timeline.live_bytes, [], *speeds)
-        if config.mode == "auto":
-            chosen, predicted = choose_auto(fw_ms, bw_ms, timeline.live_bytes, candidates, *speeds, config.max_overhead)
-            note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
-            reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
-        else:
-            budget = config.memory_budget
-            target = int(budget * base.peak) if isinstance(budget, float) else budget
-            chosen, predicted = choose_for_budget(fw_ms, bw_ms, timeline.live_bytes, candidates, *speeds, target)
-            note = f"mode=budget ({format_bytes(target)})"
-            if predicted.peak > target:
-                note += (
-                    f": out of reach by offload alone: the lowest predicted peak is "
-                    f"{format_bytes(predicted.peak)}, {format_bytes(predicted.peak - target)} over the "
-                    f"budget (predicted peak without offload {format_bytes(base.peak)})"
-                )
-                log.warning("offload_pass: %s %s", plan.graph_id, note)
-            reason = "not chosen by mode=budget: not needed to reach the budget"
-        keys = {c.key for c in chosen}
-        plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
-        plan.selection = (
-            f"{note}: chose {len(chosen)} of {len(candidates)} copies, predicted peak "
-            f"{format_bytes(base.peak)} -> {format_bytes(predicted.peak)}"
-        )
-        plan.predicted_step_ms = (base.step_ms, predicted.step_ms)
-        plan.predicted_selection_peak = (base.peak, predicted.peak)
-        return plan
+def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str) -> bool:
+    if any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cuda" for n in fw_gm.graph.nodes):
+        return False
+    log.info(
+        "offload_pass: %s runs on CPU: the rewrite is the same, the copies run "
+        "synchronously into separate host buffers and save no memory",
+        graph_id,
+    )
+    return True
 
 
 def _warn_unoffloaded_marks(report: StepReport, roots: Sequence[torch.nn.Module]) -> None:
@@ -332,14 +267,6 @@ def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id:
         if placeholder.name in changed:
             placeholder.meta["val"] = fw_nodes[placeholder.name].meta["val"]
     log.debug("offload_pass: %s views re-traced from their storage: %s", graph_id, ", ".join(changed))
-
-
-def _device_of(gm: fx.GraphModule) -> torch.device:
-    for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.device.type == "cuda":
-            return val.device
-    return torch.device("cpu")
 
 
 def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -372,12 +299,12 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) ->
     return patches
 
 
-def _under(marks: Sequence[dict]) -> str:
-    return f"inside {marks[-1].get('source', 'a mark')}" if marks else "outside any mark"
+def _under(marks: Sequence[Mark]) -> str:
+    return f"inside {marks[-1].source}" if marks else "outside any mark"
 
 
 def _checking_marks(
-    compiled: Callable, active: Sequence[dict], graph_id: str, on_call: Optional[Callable] = None
+    compiled: Callable, active: Sequence[Mark], graph_id: str, on_call: Optional[Callable] = None
 ) -> Callable:
     """A frame compiled on its own after a graph break can be reused under
     marks other than those it was compiled for, where Dynamo cannot tell them
@@ -408,13 +335,6 @@ def _checking_marks(
 
     run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
     return run
-
-
-def _uses_cuda(gm: fx.GraphModule) -> bool:
-    return any(
-        isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cuda"
-        for n in gm.graph.nodes
-    )
 
 
 def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) -> OffloadBackend:

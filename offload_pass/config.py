@@ -11,6 +11,8 @@ import dataclasses
 import math
 from typing import Optional, Union
 
+from offload_pass.enums import Mode, PassName, ScheduleKind
+
 __all__ = ["OffloadConfig"]
 
 
@@ -69,88 +71,26 @@ class OffloadConfig:
 
     min_bytes: int = 1 << 20
     pin_memory: bool = True
-    schedule: str = "cost"
+    schedule: ScheduleKind = ScheduleKind.COST
     prefetch: int = 1
     prefetch_bytes: Optional[int] = None
     bandwidth_gbps: Optional[float] = None
     max_inflight: int = 2
     keep_if_no_gain: bool = True
     keep_first_in_backward: int = 0
-    mode: str = "marked"
+    mode: Mode = Mode.MARKED
     max_overhead: float = 0.02
     memory_budget: Optional[Union[int, float]] = None
     host_memory_limit: Optional[int] = None
-    disabled_passes: tuple[str, ...] = ()
+    disabled_passes: tuple[PassName, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("min_bytes", "prefetch", "keep_first_in_backward"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 0:
-                raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
-        if not _is_int(self.max_inflight) or self.max_inflight < 1:
-            raise ValueError(
-                f"OffloadConfig.max_inflight must be an int >= 1, got {self.max_inflight!r}"
-            )
-        for name in ("pin_memory", "keep_if_no_gain"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise ValueError(f"OffloadConfig.{name} must be True or False (a bool), got {value!r}")
-        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
-            raise ValueError(f"OffloadConfig.schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
-        if self.prefetch_bytes is not None and (not _is_int(self.prefetch_bytes) or self.prefetch_bytes < 0):
-            raise ValueError(f"OffloadConfig.prefetch_bytes must be None or an int >= 0, got {self.prefetch_bytes!r}")
-        if self.bandwidth_gbps is not None and (
-            not _is_number(self.bandwidth_gbps)
-            or not math.isfinite(self.bandwidth_gbps)
-            or not self.bandwidth_gbps > 0
-        ):
-            raise ValueError(
-                f"OffloadConfig.bandwidth_gbps must be None or a finite number > 0, got {self.bandwidth_gbps!r}"
-            )
-        if not isinstance(self.mode, str) or self.mode not in MODES:
-            raise ValueError(f"OffloadConfig.mode must be one of {list(MODES)}, got {self.mode!r}")
-        # inf is meaningful here (any slowdown); nan is not.
-        if not _is_number(self.max_overhead) or math.isnan(self.max_overhead) or self.max_overhead < 0:
-            raise ValueError(
-                "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
-                f"slowdown), got {self.max_overhead!r}"
-            )
-        budget = self.memory_budget
-        if self.mode == "budget" and budget is None:
-            raise ValueError(
-                "OffloadConfig(mode='budget') needs memory_budget: bytes (an int) or a fraction "
-                "of the peak without offload (a float in (0, 1])"
-            )
-        if budget is not None and (
-            not _is_number(budget)
-            or (isinstance(budget, int) and budget < 0)
-            or (isinstance(budget, float) and not 0 < budget <= 1)
-        ):
-            raise ValueError(
-                "OffloadConfig.memory_budget must be bytes (an int >= 0) or a fraction of the peak "
-                f"without offload (a float in (0, 1]), got {budget!r}"
-            )
-        if budget is not None and self.mode != "budget":
-            raise ValueError(f"OffloadConfig.memory_budget applies to mode='budget' only (mode is {self.mode!r})")
-        if self.host_memory_limit is not None and (not _is_int(self.host_memory_limit) or self.host_memory_limit < 0):
-            raise ValueError(
-                f"OffloadConfig.host_memory_limit must be None or an int >= 0, got {self.host_memory_limit!r}"
-            )
-        passes = self.disabled_passes
-        if isinstance(passes, str):
-            passes = (passes,)
-        if not isinstance(passes, (tuple, list)):
-            raise ValueError(
-                "OffloadConfig.disabled_passes must be a tuple or list of pass names from "
-                f"{list(KNOWN_PASSES)} (() disables none), got {passes!r}"
-            )
-        unknown = [p for p in passes if not isinstance(p, str) or p not in KNOWN_PASSES]
-        if unknown:
-            raise ValueError(
-                f"OffloadConfig.disabled_passes: unknown pass {sorted(unknown, key=repr)}; "
-                f"known passes are {list(KNOWN_PASSES)}"
-            )
-        object.__setattr__(self, "disabled_passes", tuple(passes))
+        _check_counts(self)
+        object.__setattr__(self, "schedule", ScheduleKind.parse(self.schedule, "OffloadConfig.schedule"))
+        object.__setattr__(self, "mode", Mode.parse(self.mode, "OffloadConfig.mode"))
+        _check_speeds_and_limits(self)
+        _check_budget(self)
+        object.__setattr__(self, "disabled_passes", _parse_passes(self.disabled_passes))
 
     def replace(self, **overrides: object) -> "OffloadConfig":
         names = {f.name for f in dataclasses.fields(self)}
@@ -175,6 +115,68 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-KNOWN_PASSES = ("offload", "host_pool", "invariants")
-SCHEDULES = ("cost", "fixed")
-MODES = ("marked", "auto", "budget")
+def _check_counts(config: OffloadConfig) -> None:
+    for name in ("min_bytes", "prefetch", "keep_first_in_backward"):
+        value = getattr(config, name)
+        if not _is_int(value) or value < 0:
+            raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
+    if not _is_int(config.max_inflight) or config.max_inflight < 1:
+        raise ValueError(f"OffloadConfig.max_inflight must be an int >= 1, got {config.max_inflight!r}")
+    for name in ("pin_memory", "keep_if_no_gain"):
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ValueError(f"OffloadConfig.{name} must be True or False (a bool), got {value!r}")
+
+
+def _check_speeds_and_limits(config: OffloadConfig) -> None:
+    if config.prefetch_bytes is not None and (not _is_int(config.prefetch_bytes) or config.prefetch_bytes < 0):
+        raise ValueError(f"OffloadConfig.prefetch_bytes must be None or an int >= 0, got {config.prefetch_bytes!r}")
+    bandwidth = config.bandwidth_gbps
+    if bandwidth is not None and (not _is_number(bandwidth) or not math.isfinite(bandwidth) or not bandwidth > 0):
+        raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a finite number > 0, got {bandwidth!r}")
+    # inf is meaningful here (any slowdown); nan is not.
+    if not _is_number(config.max_overhead) or math.isnan(config.max_overhead) or config.max_overhead < 0:
+        raise ValueError(
+            "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
+            f"slowdown), got {config.max_overhead!r}"
+        )
+    limit = config.host_memory_limit
+    if limit is not None and (not _is_int(limit) or limit < 0):
+        raise ValueError(f"OffloadConfig.host_memory_limit must be None or an int >= 0, got {limit!r}")
+
+
+def _check_budget(config: OffloadConfig) -> None:
+    budget = config.memory_budget
+    if config.mode == Mode.BUDGET and budget is None:
+        raise ValueError(
+            "OffloadConfig(mode='budget') needs memory_budget: bytes (an int) or a fraction "
+            "of the peak without offload (a float in (0, 1])"
+        )
+    if budget is not None and (
+        not _is_number(budget)
+        or (isinstance(budget, int) and budget < 0)
+        or (isinstance(budget, float) and not 0 < budget <= 1)
+    ):
+        raise ValueError(
+            "OffloadConfig.memory_budget must be bytes (an int >= 0) or a fraction of the peak "
+            f"without offload (a float in (0, 1]), got {budget!r}"
+        )
+    if budget is not None and config.mode != Mode.BUDGET:
+        raise ValueError(f"OffloadConfig.memory_budget applies to mode='budget' only (mode is {config.mode!r})")
+
+
+def _parse_passes(passes: object) -> tuple[PassName, ...]:
+    if isinstance(passes, str):
+        passes = (passes,)
+    if not isinstance(passes, (tuple, list)):
+        raise ValueError(
+            "OffloadConfig.disabled_passes must be a tuple or list of pass names from "
+            f"{PassName.words()} (() disables none), got {passes!r}"
+        )
+    unknown = [p for p in passes if not isinstance(p, str) or p not in PassName.words()]
+    if unknown:
+        raise ValueError(
+            f"OffloadConfig.disabled_passes: unknown pass {sorted(unknown, key=repr)}; "
+            f"known passes are {PassName.words()}"
+        )
+    return tuple(PassName(p) for p in passes)

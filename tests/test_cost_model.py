@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass.planning.cost_model import CopyOut, Reload, device_profile, estimate_node_ms, schedule_releases, schedule_reloads
+from offload_pass.planning.cost_model import device_profile, estimate_node_ms
+from offload_pass.planning.schedules import CopyOut, Reload, schedule_releases, schedule_reloads
 from offload_pass.planning.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
 
 from helpers import assert_same_training

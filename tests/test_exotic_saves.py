@@ -138,7 +138,7 @@ def test_runtime_copies_keep_an_expanded_layout():
     host = runtime.offload(x, pin_memory=False)
     back = runtime.reload(host, x.device)
     assert host.stride() == back.stride() == x.stride() and torch.equal(back, x)
-    kept = runtime._stay_on_device(x, "test")
+    kept = runtime.ops._stay_on_device(x, "test")
     assert kept.stride() == x.stride() and torch.equal(kept, x)
 
 

@@ -2,10 +2,12 @@
 and never a slot written while a copy in it may still be read."""
 
 import copy
+import dataclasses
 import warnings
 
 import pytest
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 import offload_pass
 from offload_pass import runtime
@@ -114,7 +116,7 @@ def test_pool_unavailable_falls_back_to_one_allocation_per_copy(monkeypatch):
         tries.append(nbytes)
         raise RuntimeError("cudaHostRegister failed (simulated)")
 
-    monkeypatch.setattr(runtime, "_page_locked", failing)
+    monkeypatch.setattr(runtime.host_pool, "_page_locked", failing)
     runtime.reset_stats()
     before = runtime.host_pool_stats()
     with warnings.catch_warnings(record=True) as caught:
@@ -138,3 +140,33 @@ def test_host_pool_can_be_disabled_by_name():
     offloads = [n for n in backend.graphs[-1]["forward"].splitlines() if "offload_pass.offload(" in n]
     assert offloads and all(", True, -1)" in n for n in offloads)
     assert pools_since(before)["arenas"] == 0
+
+
+def test_state_reset_returns_to_a_fresh_import_and_spares_held_slots():
+    state = runtime.RuntimeState()
+    state.stats["offload_calls"] = 3
+    state.host_bytes, state.cuda_available = 123, True
+    state.warned.add("w")
+    state.copy_out_events[1] = state.reload_events[2] = state.slot_reads[3] = None
+    state.unreleased_hosts.add(4)
+    state.unavailable.add(("k", False))
+    state.slot_addresses.add(5)
+    state.streams[0] = None
+    raw, base = runtime._page_locked(8192, False)
+    arena = runtime.host_pool._Arena(raw, base, 8192, False, {})
+    state.pools[("k", False)] = [arena]
+    copy = torch.empty(16)
+    arena.slots[0] = (StorageWeakRef(copy.untyped_storage()), 64)
+    # A copy still in a slot: its buffer must not be freed under it.
+    with pytest.raises(RuntimeError, match="hold 64 bytes of host-pool slots"):
+        state.reset()
+    assert state.pools and state.stats["offload_calls"] == 3
+    del copy
+    state.reset()
+    assert state.generation == 1
+    assert dataclasses.replace(state, generation=0) == runtime.RuntimeState()
+    # A copy made before the last reset was counted in a total that is gone:
+    # freeing it leaves the new total alone.
+    held = runtime.STATE.host_bytes
+    runtime.host_pool._held(runtime.STATE.generation - 1, 100)
+    assert runtime.STATE.host_bytes == held

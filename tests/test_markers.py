@@ -57,3 +57,35 @@ def test_fresh_process_cache_does_not_skip_the_pass(tmp_path, monkeypatch):
             assert runtime.stats()["offload_calls"] == len(backend.plans[-1].groups)
     assert plans[0] == plans[1] == ["mm_2", "view_8"]
     assert plans[2] != plans[0]
+
+
+def test_marks_travel_as_plain_repr_stable_dicts():
+    # node.meta["custom"] holds a plain dict (Dynamo cannot take a dataclass
+    # as annotate's constant; marks_digest hashes its repr); Mark round-trips.
+    import pickle
+
+    from offload_pass.marking.mark import ALL_ROLES, Mark
+    from offload_pass.meta_keys import MARK_KEY
+
+    model = make_decoder(layers=1, hidden=32, heads=4)
+    offload_pass.offload_modules(model, "layers.0")
+    offload_pass.keep_modules(model, "layers.0.mlp", roles=["fc1"])
+    offload_pass.keep_modules(model, "layers.0.mlp", roles=["act"])
+    customs = []
+
+    def spy(gm, example_inputs):
+        customs.extend(n.meta["custom"][MARK_KEY] for n in gm.graph.nodes if MARK_KEY in n.meta.get("custom", {}))
+        return gm.forward
+
+    spy._is_offload_backend = True
+    torch.compile(model, backend=spy)(torch.randn(2, 8, 32))
+    mlp = {"keep": ("act", "fc1"), "source": "module layers.0.mlp", "qualname": "layers.0.mlp",
+           "outer": ({"offload": ALL_ROLES, "source": "module layers.0"},)}
+    assert mlp in customs and all(type(c) is dict for c in customs), customs
+    mark = Mark.from_custom(mlp)
+    assert mark.keep == ("act", "fc1") and mark.outer == (Mark(offload=ALL_ROLES, source="module layers.0"),)
+    assert mark.to_custom() == mlp and repr(mark.to_custom()) == repr(mlp)
+    assert pickle.loads(pickle.dumps(mark)) == mark
+    region = Mark.for_region(False, ALL_ROLES, where="f.py:3 in forward")
+    assert region.to_custom() == {"keep": ALL_ROLES, "source": "offload_region(enabled=False) at f.py:3 in forward",
+                                  "where": "f.py:3 in forward"}

@@ -254,7 +254,7 @@ def test_graph_break_in_one_of_several_like_modules_offloads_only_the_marked_one
     # The frames after the graph break are the same code for all three
     # blocks: compiled under one block's mark they must not serve the others
     # (marked first or last; with or without torch's cache buckets).
-    monkeypatch.setattr(offload_pass.marking.markers, "CACHE_BUCKETS", buckets and offload_pass.marking.markers.CACHE_BUCKETS)
+    monkeypatch.setattr(offload_pass.marking.mark_keeping, "CACHE_BUCKETS", buckets and offload_pass.marking.mark_keeping.CACHE_BUCKETS)
     x = torch.randn(8, 16)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -317,7 +317,7 @@ def test_region_left_open_past_a_marked_module_is_an_error_naming_it():
     offload_pass.offload_modules(model, "0")
     with pytest.raises(RuntimeError, match=r"module 0 ended while the offload_region opened at .*test_reliability.py:\d+ in forward was still open"):
         model(torch.randn(4, 16))
-    assert offload_pass.marking.markers.active_marks() == ()  # nothing leaks into later calls
+    assert offload_pass.marking.mark_keeping.active_marks() == ()  # nothing leaks into later calls
 
 
 class Checkpointed(nn.Module):
@@ -378,13 +378,13 @@ def test_host_memory_cap_keeps_on_device_with_one_warning():
 
 
 def test_pinned_allocation_failure_falls_back(monkeypatch):
-    real = runtime._host_like
+    real = runtime.host_pool._host_like
 
     def failing(x, pin):
         raise RuntimeError("CUDA error: out of memory (simulated)")
 
-    monkeypatch.setattr(runtime, "_host_like", failing)
-    monkeypatch.setattr(runtime, "_page_locked", lambda nbytes, pin: failing(None, pin))
+    monkeypatch.setattr(runtime.host_pool, "_host_like", failing)
+    monkeypatch.setattr(runtime.host_pool, "_page_locked", lambda nbytes, pin: failing(None, pin))
     # A host-pool buffer an earlier test left would still serve the copies.
     runtime.clear_host_pools()
     runtime.reset_stats()
@@ -392,7 +392,7 @@ def test_pinned_allocation_failure_falls_back(monkeypatch):
         warnings.simplefilter("always")
         assert_same_training(decoder(), ATTN_MLP, (torch.randn(2, 16, 32),), steps=1)
     assert runtime.stats()["offload_calls"] == 0 and runtime.stats()["fallback_calls"] > 0
-    monkeypatch.setattr(runtime, "_host_like", real)
+    monkeypatch.setattr(runtime.host_pool, "_host_like", real)
     runtime.clear_host_pools()  # forget the pool marked unavailable here
 
 

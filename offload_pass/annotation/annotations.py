@@ -17,7 +17,7 @@ from typing import Optional
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from offload_pass.marking.markers import ALL_ROLES
+from offload_pass.marking.mark import ALL_ROLES, Mark
 from offload_pass.meta_keys import MARK_KEY, REQUEST_KEY, TENSOR_MARK_KEY, TENSOR_REQUEST_KEY
 from offload_pass.views import is_view_node, view_base
 
@@ -39,14 +39,11 @@ class Request:
     source: str
     outer: tuple["Request", ...] = ()  # marks of enclosing modules, innermost first
 
-    def opinion(self, role: Optional[str]) -> Optional[str]:
-        """"keep", "offload" or None for a tensor of sub-op ``role``. A mark
-        restricted to roles says nothing about tensors outside those roles;
-        those follow the enclosing marks."""
-        said, _ = self.opinion_and_source(role)
-        return said
-
     def opinion_and_source(self, role: Optional[str]) -> tuple[Optional[str], str]:
+        """"keep", "offload" or None for a tensor of sub-op ``role``, and the
+        source of the mark that said it. A mark restricted to roles says
+        nothing about tensors outside those roles; those follow the enclosing
+        marks."""
         def covers(roles: Optional[tuple[str, ...]]) -> bool:
             if roles is None:
                 return False
@@ -74,19 +71,19 @@ def _request_of(custom: object) -> Optional[Request]:
     mark = custom.get(MARK_KEY)
     if not isinstance(mark, dict):
         return None
-    return _request_from_mark(mark)
+    return _request_from_mark(Mark.from_custom(mark))
 
 
-def _request_from_mark(mark: dict) -> Request:
+def _request_from_mark(mark: Mark) -> Request:
     return Request(
-        offload=tuple(mark["offload"]) if mark.get("offload") is not None else None,
-        keep=tuple(mark["keep"]) if mark.get("keep") is not None else None,
-        source=str(mark.get("source", "mark")),
-        outer=tuple(_request_from_mark(m) for m in mark.get("outer", ()) if isinstance(m, dict)),
+        offload=mark.offload,
+        keep=mark.keep,
+        source=mark.source,
+        outer=tuple(_request_from_mark(m) for m in mark.outer),
     )
 
 
-def annotate_requests(graph: fx.Graph, enclosing: Optional[dict] = None) -> int:
+def annotate_requests(graph: fx.Graph, enclosing: Optional[Mark] = None) -> int:
     """Set REQUEST_KEY on every node under a mark; returns how many.
 
     ``enclosing`` is the mark of a module whose forward ran this graph's

@@ -15,6 +15,7 @@ import torch
 
 import offload_pass
 from offload_pass.examples.models import make_decoder
+from offload_pass.units import mib
 
 
 def _step(model, backend, x):
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"loss and gradients identical to plain Inductor: {same}")
     if peak is not None:
         print(
-            f"peak memory of a step: {ref_peak / 2**20:.1f} MiB without offload, "
-            f"{peak / 2**20:.1f} MiB with offload ({plan.offloaded_bytes / 2**20:.1f} MiB offloaded)"
+            f"peak memory of a step: {mib(ref_peak):.1f} MiB without offload, "
+            f"{mib(peak):.1f} MiB with offload ({mib(plan.offloaded_bytes):.1f} MiB offloaded)"
         )
     else:
         print("(no GPU: peak memory is printed when run on a CUDA device)")

@@ -1,11 +1,12 @@
 """Stage 1, markers: what the user asks to offload.
 
 Takes: a model and targets (module instances, name patterns, module classes),
-regions inside ``forward``, or single tensors. Gives: ``node.meta["custom"]``
-annotations on every node traced under a mark, through
-``torch.fx.traceback.annotate`` (Dynamo carries them into the joint graph, and
-backward nodes inherit them). Nothing here decides; ``annotations.py`` reads
-the marks and ``plan.py`` decides.
+regions inside ``forward``, or single tensors; validates them, with errors
+that say what to pass instead. Gives: a ``Mark`` per marked module or region,
+carried onto every node traced under it as ``node.meta["custom"]``
+(``mark_keeping.py`` says how, and how compiled frames are kept apart by
+mark), and per-tensor marks on a view node. Nothing here decides;
+``annotations.py`` reads the marks and ``plan.py`` decides.
 
 Precedence: a per-tensor mark beats every module / region mark; the innermost
 region or module mark beats outer ones (an inner annotation replaces the outer
@@ -16,18 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import logging
 import re
 import sys
-import types
-import warnings
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Iterable, Sequence
 
 import torch
 import torch.nn as nn
 from torch.fx.traceback import annotate
 
+from offload_pass.marking.mark import ALL_ROLES, Mark, display_name
+from offload_pass.marking.mark_keeping import EagerRegion, install_forward, restore_forward, skip_frames
 from offload_pass.marking.naming import remember_module_names
 from offload_pass.meta_keys import MARK_KEY, TENSOR_MARK_KEY
 
@@ -43,140 +43,11 @@ __all__ = [
 
 log = logging.getLogger("offload_pass")
 
-# Keys in node.meta["custom"]. MARK_KEY holds the module / region mark:
-# {"offload": roles, "keep": roles, "source": str}, roles being a tuple of role
-# names or ALL_ROLES. TENSOR_MARK_KEY holds "offload" / "keep" on a view node
-# that mark_offload / mark_not_offload inserted.
-ALL_ROLES = ("*",)
-
-_ORIG_FORWARD = "_offload_pass_orig_forward"
+# A marked module keeps its own Mark (roles added, not yet placed under its
+# ancestors) in its __dict__ under this name. node.meta["custom"] holds
+# Mark.to_custom() under MARK_KEY, and "offload" / "keep" under
+# TENSOR_MARK_KEY on a view node that mark_offload / mark_not_offload inserted.
 _MODULE_MARK = "_offload_pass_mark"
-
-# Marks of the marked modules and regions running eagerly now, outermost
-# first. A module or region runs eagerly when nothing is compiled, or when
-# Dynamo broke the graph inside it and runs that frame without compiling it;
-# the functions it calls are then compiled as frames of their own, whose
-# graphs carry no annotation: the backend reads their marks from here.
-_ACTIVE: list[dict] = []
-_ACTIVE_KEYS: list[str] = []  # mark_key of each prefix of _ACTIVE
-
-
-def active_marks() -> tuple[dict, ...]:
-    """Marks of the marked modules and regions running eagerly now, outermost first."""
-    return tuple(_ACTIVE)
-
-
-def mark_key(marks: Sequence[dict]) -> str:
-    """What a frame compiled under ``marks`` depends on: the innermost mark
-    without its names (two modules marked alike may share their graphs)."""
-    if not marks:
-        return ""
-    innermost = marks[-1]
-    return repr((innermost.get("offload"), innermost.get("keep"), innermost.get("outer", ())))
-
-
-def active_mark_key() -> str:
-    """``mark_key(active_marks())``, without building it (called per graph call)."""
-    return _ACTIVE_KEYS[-1] if _ACTIVE_KEYS else ""
-
-
-# Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
-# compiled inside one marked module could be reused inside a module marked
-# otherwise (or not at all), after a graph break. Three layers keep that from
-# going unnoticed:
-# 1. the forward of a marked module, run eagerly under a compile, runs as a
-#    copy of its code per mark (Dynamo caches per code object), which covers
-#    a graph break in the marked module's own forward, both ways;
-# 2. where torch has compile-cache buckets (isolate_recompiles, torch 2.13),
-#    deeper frames compiled under a mark go to that mark's bucket (a bucket
-#    still reads the unmarked one, so this covers one way only);
-# 3. the backend checks at each call that a graph runs under the marks it
-#    was compiled for, and warns once when not.
-_eval_frame = torch._C._dynamo.eval_frame
-_set_bucket = getattr(_eval_frame, "set_eval_frame_isolate_recompiles_id", None)
-_get_bucket = getattr(_eval_frame, "get_eval_frame_isolate_recompiles_id", None)
-CACHE_BUCKETS = _set_bucket is not None and _get_bucket is not None
-_buckets: dict[tuple[int, str], int] = {}
-_forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = {}
-
-
-def _enter_bucket(key: str) -> Optional[int]:
-    """Switch Dynamo's cache to the bucket of ``key``; returns the bucket to
-    restore, or None where torch has no buckets."""
-    if not CACHE_BUCKETS:
-        return None
-    prior = _get_bucket()
-    bucket = _buckets.get((prior, key))
-    if bucket is None:
-        # Drawn from torch's own counter, so it never collides with a bucket
-        # of torch.compile(isolate_recompiles=True).
-        from torch._dynamo import eval_frame
-
-        bucket = _buckets[(prior, key)] = next(eval_frame._next_isolate_recompiles_id)
-    _set_bucket(bucket)
-    return prior
-
-
-def _leave_bucket(prior: Optional[int]) -> None:
-    if prior is not None:
-        _set_bucket(prior)
-
-
-def _forward_for_marks(orig: Callable, key: str) -> Callable:
-    """``orig`` (a bound forward) running a copy of its code that belongs to
-    ``key``: Dynamo then compiles and caches its frames apart from other marks."""
-    func = getattr(orig, "__func__", None)
-    owner = getattr(orig, "__self__", None)
-    if not isinstance(func, types.FunctionType) or owner is None:
-        return orig
-    copy = _forward_copies.get((func, key))
-    if copy is None:
-        code = func.__code__
-        # An extra, unused constant makes the copy differ from the original by
-        # value too: Dynamo keys its resume functions on code equality.
-        code = code.replace(co_consts=code.co_consts + (f"offload_pass marks {key}",))
-        copy = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
-        copy.__kwdefaults__ = func.__kwdefaults__
-        copy.__qualname__ = func.__qualname__
-        _forward_copies[(func, key)] = copy
-    return types.MethodType(copy, owner)
-
-
-def _dynamo_running() -> bool:
-    """True inside a call of a torch.compile'd function or module (tracing or
-    running), where frames called from eager code get compiled."""
-    try:
-        callback = _eval_frame.get_eval_frame_callback()
-    except AttributeError:  # an internal that moved: assume plain eager
-        return False
-    return callback is not None and callback is not False
-
-
-@contextlib.contextmanager
-def _eager_mark(payload: dict, what: str) -> Iterator[None]:
-    """``payload`` is active (and its cache bucket current) inside the block.
-
-    A region left open inside the block (entered by hand, never exited)
-    would mark everything after it: that is an error naming where it opened.
-    """
-    _ACTIVE.append(payload)
-    _ACTIVE_KEYS.append(mark_key(_ACTIVE))
-    prior = _enter_bucket(_ACTIVE_KEYS[-1])
-    try:
-        yield
-    finally:
-        _leave_bucket(prior)
-        index = next((i for i in range(len(_ACTIVE) - 1, -1, -1) if _ACTIVE[i] is payload), -1)
-        left_open = _ACTIVE[index + 1:]
-        del _ACTIVE[max(index, 0):]
-        del _ACTIVE_KEYS[len(_ACTIVE):]
-    if left_open:
-        places = ", ".join(m.get("where", "?") for m in left_open)
-        raise RuntimeError(
-            f"offload_pass: {what} ended while the offload_region opened at {places} was "
-            "still open; open regions with `with offload_pass.offload_region():` so each "
-            "closes in the function that opens it"
-        )
 
 
 def _normalize_roles(roles: object, where: str) -> tuple[str, ...]:
@@ -212,10 +83,6 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
             parts.append(re.escape(pattern[i]))
             i += 1
     return re.compile("".join(parts) + r"\Z")
-
-
-def _display(name: str) -> str:
-    return name if name else "<root>"
 
 
 def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> list[tuple[str, nn.Module]]:
@@ -280,92 +147,22 @@ def _declared_roles(module: nn.Module) -> set[str]:
         roles.update(getattr(type(sub), "offload_roles", ()) or ())
     return roles
 
-
-def _check_backend_for_marks() -> bool:
-    """Called while Dynamo traces a marked forward: warn once if the backend
-    is not an offload backend, since the marks would then do nothing."""
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-
-        fn = InstructionTranslator.current_tx().output.compiler_fn
-        seen = 0
-        while fn is not None and seen < 16:
-            if getattr(fn, "_is_offload_backend", False):
-                return True
-            fn = (
-                getattr(fn, "_torchdynamo_orig_backend", None)
-                or getattr(fn, "compiler_fn", None)
-                # DDP: Dynamo calls DDPOptimizer.compile_fn, which holds the backend.
-                or getattr(getattr(fn, "__self__", None), "backend_compile_fn", None)
-            )
-            seen += 1
-    except Exception:  # an internal that moved: never let a check break tracing
-        return True
-    _warn_once(
-        "offload_pass: the model has offload marks but is compiled with another backend; "
-        "the marks have no effect there. Compile with "
-        "torch.compile(model, backend=offload_pass.offload_backend) to offload."
-    )
-    return False
-
-
-_check_backend_traced = torch._dynamo.assume_constant_result(_check_backend_for_marks)
-_warned: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, stacklevel=3)
-
-
 def _install_all(model: nn.Module) -> None:
     """(Re)install the forward wrapper of every marked module of ``model``.
 
-    An inner annotation replaces the outer one, so each module's payload also
+    An inner annotation replaces the outer one, so each module's mark also
     carries the marks of its marked ancestors ("outer", innermost first): a
     mark restricted to some roles falls back to them for the other roles.
     """
-    stack: list[tuple[str, dict]] = []
+    stack: list[tuple[str, Mark]] = []
     for name, mod in model.named_modules():
         while stack and not (name.startswith(stack[-1][0] + ".") or stack[-1][0] == ""):
             stack.pop()
         mark = mod.__dict__.get(_MODULE_MARK)
-        if not mark:
+        if mark is None:
             continue
-        outer = tuple(
-            {k: v for k, v in m.items() if k != "outer"} for _, m in reversed(stack)
-        )
-        _install_forward(mod, {**mark, "outer": outer, "qualname": name})
+        install_forward(mod, mark.placed(name, tuple(m for _, m in reversed(stack))))
         stack.append((name, mark))
-
-
-def _install_forward(module: nn.Module, payload: dict) -> None:
-    if _ORIG_FORWARD not in module.__dict__:
-        module.__dict__[_ORIG_FORWARD] = module.forward
-    orig = module.__dict__[_ORIG_FORWARD]
-
-    # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
-    # annotates the forward of the module that torch.compile was called on.
-    @functools.wraps(orig)
-    def forward(*args: object, **kwargs: object) -> object:
-        if torch.compiler.is_compiling():
-            _check_backend_traced()
-            with annotate({MARK_KEY: payload}):
-                return orig(*args, **kwargs)
-        # Running eagerly: either no compile at all, or Dynamo broke the
-        # graph around this call and compiles the frames inside on their
-        # own. Those graphs carry no annotation, so the backend reads the
-        # marks of the modules running now from this stack.
-        with _eager_mark(payload, f"the forward of module {_display(payload['qualname'])}"):
-            with annotate({MARK_KEY: payload}):
-                if _dynamo_running():
-                    return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
-                return orig(*args, **kwargs)
-
-    # A new function object each time the mark changes: Dynamo guards on it,
-    # so a changed mark recompiles instead of reusing the old graph.
-    module.forward = forward  # type: ignore[method-assign]
 
 
 def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mode: str, api: str) -> list[str]:
@@ -377,20 +174,15 @@ def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mo
             declared = _declared_roles(mod)
             if declared and not set(role_tuple) <= declared:
                 raise ValueError(
-                    f"{api}: module {_display(name)} ({type(mod).__name__}) has no role "
+                    f"{api}: module {display_name(name)} ({type(mod).__name__}) has no role "
                     f"{sorted(set(role_tuple) - declared)}; its roles are {sorted(declared)}"
                 )
     for name, mod in matched:
-        mark = dict(mod.__dict__.get(_MODULE_MARK) or {"source": f"module {_display(name)}"})
-        previous = mark.get(mode)
-        if previous is None or previous == ALL_ROLES or role_tuple == ALL_ROLES:
-            mark[mode] = ALL_ROLES if ALL_ROLES in (previous, role_tuple) else role_tuple
-        else:
-            mark[mode] = tuple(sorted(set(previous) | set(role_tuple)))
-        mod.__dict__[_MODULE_MARK] = mark
+        mark = mod.__dict__.get(_MODULE_MARK) or Mark.for_module(name)
+        mod.__dict__[_MODULE_MARK] = mark.adding(mode, role_tuple)
     _install_all(model)
     names = [name for name, _ in matched]
-    log.info("offload_pass: %s marked %s", api, ", ".join(_display(n) for n in names))
+    log.info("offload_pass: %s marked %s", api, ", ".join(display_name(n) for n in names))
     return names
 
 
@@ -400,7 +192,7 @@ def offload_marked_modules(models: Iterable[nn.Module]) -> list[str]:
     for model in models:
         for name, mod in model.named_modules():
             mark = mod.__dict__.get(_MODULE_MARK)
-            if mark and mark.get("offload") is not None:
+            if mark is not None and mark.offload is not None:
                 names.add(name)
     return sorted(names)
 
@@ -430,13 +222,8 @@ def clear_marks(model: nn.Module) -> list[str]:
         )
     cleared = []
     for name, mod in model.named_modules():
-        if _ORIG_FORWARD in mod.__dict__:
-            orig = mod.__dict__.pop(_ORIG_FORWARD)
+        if restore_forward(mod):
             mod.__dict__.pop(_MODULE_MARK, None)
-            if getattr(orig, "__self__", None) is mod and getattr(orig, "__func__", None) is type(mod).forward:
-                mod.__dict__.pop("forward", None)
-            else:
-                mod.forward = orig  # type: ignore[method-assign]
             cleared.append(name)
     return cleared
 
@@ -449,54 +236,17 @@ def offload_region(enabled: bool = True, roles: Iterable[str] | None = None) -> 
     if not isinstance(enabled, bool):
         raise TypeError(f"offload_region: enabled must be True or False, got {enabled!r}")
     role_tuple = _normalize_roles(roles, "offload_region")
-    mode = "offload" if enabled else "keep"
-    payload = {mode: role_tuple, "source": f"offload_region(enabled={enabled})"}
     if torch.compiler.is_compiling():
-        return annotate({MARK_KEY: payload})
+        return annotate({MARK_KEY: Mark.for_region(enabled, role_tuple).to_custom()})
     caller = sys._getframe(1)
     where = f"{caller.f_code.co_filename}:{caller.f_lineno} in {caller.f_code.co_name}"
-    return _EagerRegion({**payload, "source": f"{payload['source']} at {where}", "where": where})
+    return EagerRegion(Mark.for_region(enabled, role_tuple, where))
 
 
-class _EagerRegion:
-    """``offload_region`` outside Dynamo's tracing: plain eager code, or a
-    frame Dynamo runs without compiling it (a graph break inside the region:
-    Dynamo cannot resume inside ``torch.fx.traceback.annotate``). Frames
-    compiled inside take the region's mark from ``active_marks()``."""
-
-    def __init__(self, payload: dict) -> None:
-        self.payload = payload
-        self._stack = contextlib.ExitStack()
-
-    def __enter__(self) -> None:
-        where = self.payload["where"]
-        if _dynamo_running():
-            _warn_once(
-                f"offload_pass: the offload_region at {where} runs eagerly inside a "
-                "torch.compile'd call, usually because of a graph break inside the region "
-                "(Dynamo cannot resume inside one). What that function computes itself is "
-                "neither compiled nor offloaded; the functions and modules it calls are "
-                "compiled on their own and keep the region's mark. Move the graph break out "
-                "of the region, or mark the module with offload_modules (module marks "
-                "survive graph breaks)."
-            )
-        self._stack.enter_context(_eager_mark(self.payload, f"the offload_region at {where}"))
-        self._stack.enter_context(annotate({MARK_KEY: self.payload}))
-
-    def __exit__(self, *exc: object) -> bool:
-        return bool(self._stack.__exit__(*exc))
-
-
-# Eager-only code: Dynamo must never compile these frames on their own (a
-# frame Dynamo runs eagerly calls them), while tracing still inlines
-# offload_region itself.
-for _fn in (
-    offload_region, _EagerRegion.__enter__, _EagerRegion.__exit__, _eager_mark.__wrapped__,
-    _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
-):
-    _skip_code = getattr(torch._dynamo.eval_frame, "skip_code", None)
-    if _skip_code is not None:  # without it Dynamo traces them, finds no op, and runs them
-        _skip_code(_fn.__code__)
+# offload_region is called eagerly by a frame Dynamo runs eagerly: never
+# compile it as a frame of its own (mark_keeping.skip_frames); tracing still
+# inlines it.
+skip_frames(offload_region)
 
 
 def _mark_tensors(tensors: tuple[object, ...], mode: str, api: str) -> object:
@@ -525,11 +275,3 @@ def mark_not_offload(*tensors: torch.Tensor) -> object:
     """Inside ``forward``: keep these tensors on device whatever else is marked.
     Returns the tensor(s) to use from here on."""
     return _mark_tensors(tensors, "keep", "mark_not_offload")
-
-
-def module_marks(model: nn.Module) -> Iterator[tuple[str, dict]]:
-    """(name, mark) for every marked submodule, for reports."""
-    for name, mod in model.named_modules():
-        mark = mod.__dict__.get(_MODULE_MARK)
-        if mark:
-            yield name, dict(mark)

@@ -177,7 +177,3 @@ def roles_of(target: object) -> FusedRoles | None:
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return _REGISTRY.get(_op_key(target))
     return None
-
-
-def registered_role_names() -> tuple[str, ...]:
-    return tuple(sorted({r for e in _REGISTRY.values() for r in e.all_roles}))

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import Optional, Sequence
 
 from offload_pass.config import OffloadConfig
+from offload_pass.enums import CopyKind, Decision, Mode, SavedKind
 from offload_pass.planning.saved_set import SavedTensor
+from offload_pass.units import mib
 
 __all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
 
@@ -36,7 +39,7 @@ class PlanEntry:
     shape: tuple
     dtype: str
     nbytes: int
-    decision: str  # "offload" | "keep"
+    decision: Decision
     reason: str
     storage: str
 
@@ -55,7 +58,7 @@ class OffloadGroup:
 
     storage: str
     members: tuple[str, ...]
-    copy: str
+    copy: CopyKind
     nbytes: int
 
 
@@ -101,7 +104,7 @@ class OffloadPlan:
 
     @property
     def offloaded(self) -> list[str]:
-        return [e.name for e in self.entries if e.decision == "offload"]
+        return [e.name for e in self.entries if e.decision == Decision.OFFLOAD]
 
     @property
     def offloaded_bytes(self) -> int:
@@ -114,7 +117,7 @@ class OffloadPlan:
 
     @property
     def kept_bytes(self) -> int:
-        return sum(e.nbytes for e in self.entries if e.decision == "keep")
+        return sum(e.nbytes for e in self.entries if e.decision == Decision.KEEP)
 
     def entry(self, name: str) -> PlanEntry:
         for e in self.entries:
@@ -132,7 +135,7 @@ class OffloadPlan:
                 e.role or "-",
                 "x".join(str(s) for s in e.shape) or "-",
                 e.dtype,
-                f"{e.nbytes / 2**20:.2f}",
+                f"{mib(e.nbytes):.2f}",
                 e.decision,
                 e.reason,
             )
@@ -143,28 +146,28 @@ class OffloadPlan:
         for r in [header, *rows]:
             lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
         lines.append(
-            f"offloaded {self.offloaded_bytes / 2**20:.2f} MiB in {len(self.groups)} copies "
-            f"({len(self.offloaded)} saved tensors); kept {self.kept_bytes / 2**20:.2f} MiB"
+            f"offloaded {mib(self.offloaded_bytes):.2f} MiB in {len(self.groups)} copies "
+            f"({len(self.offloaded)} saved tensors); kept {mib(self.kept_bytes):.2f} MiB"
         )
         no_gain = self.kept_without_gain
         if no_gain:
             lines.append(
-                f"kept {len(no_gain)} marked tensors ({sum(e.nbytes for e in no_gain) / 2**20:.2f} MiB) "
+                f"kept {len(no_gain)} marked tensors ({mib(sum(e.nbytes for e in no_gain)):.2f} MiB) "
                 "because offloading them would not lower the predicted peak; "
                 "make_backend(keep_if_no_gain=False) offloads them anyway"
             )
         if self.host_pool:
             nbytes, slots = self.host_pool
-            lines.append(f"host pool {nbytes / 2**20:.2f} MiB per call ({slots} slots, page-aligned)")
+            lines.append(f"host pool {mib(nbytes):.2f} MiB per call ({slots} slots, page-aligned)")
         if self.predicted_reduction is not None:
             lines.append(
-                f"predicted peak {self.predicted_peak_before / 2**20:.2f} -> "
-                f"{self.predicted_peak_after / 2**20:.2f} MiB "
-                f"(-{self.predicted_reduction / 2**20:.2f} MiB)"
+                f"predicted peak {mib(self.predicted_peak_before):.2f} -> "
+                f"{mib(self.predicted_peak_after):.2f} MiB "
+                f"(-{mib(self.predicted_reduction):.2f} MiB)"
                 + (
                     ""
                     if self.predicted_ideal_peak is None
-                    else f"; every copy off the device between its uses: {self.predicted_ideal_peak / 2**20:.2f} MiB"
+                    else f"; every copy off the device between its uses: {mib(self.predicted_ideal_peak):.2f} MiB"
                 )
             )
         if self.selection is not None:
@@ -195,13 +198,13 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
     """Whether one saved tensor may be offloaded on its own, and why (not).
     ``unmarked_are_candidates``: mode "auto"/"budget" with nothing marked,
     where every activation is a candidate."""
-    if t.kind == "symint":
+    if t.kind == SavedKind.SYMINT:
         return False, "symbolic int"
-    if t.kind == "parameter":
+    if t.kind == SavedKind.PARAMETER:
         return False, "parameter or buffer"
-    if t.kind == "input":
+    if t.kind == SavedKind.INPUT:
         return False, "graph input" if not t.is_view else "view of a graph input"
-    if t.kind == "output":
+    if t.kind == SavedKind.OUTPUT:
         return False, "model output (or shares its storage)"
     if t.on_host:
         return False, "already in host memory"
@@ -211,7 +214,7 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
         # A collective's output (tensor or sequence parallel traces them into
         # the graph) belongs to the communication schedule: never moved.
         return False, f"output of a collective ({t.op})"
-    if t.asked == "keep":
+    if t.asked == Decision.KEEP:
         return False, f"kept by {t.asked_by}"
     if t.asked is None and not (unmarked_are_candidates and not t.asked_by):
         return False, t.asked_by or "not marked"
@@ -225,11 +228,11 @@ def plan_saved_tensors(
 ) -> OffloadPlan:
     # Automatic modes choose among the marked tensors, or among all of them
     # when nothing is marked.
-    unmarked = config.mode != "marked" and not any(t.asked == "offload" for t in saved)
+    unmarked = config.mode != Mode.MARKED and not any(t.asked == Decision.OFFLOAD for t in saved)
     verdicts = {t.name: eligibility(t, unmarked) for t in saved}
     by_storage: dict[str, list[SavedTensor]] = {}
     for t in saved:
-        if t.kind != "symint":
+        if t.kind != SavedKind.SYMINT:
             by_storage.setdefault(t.storage, []).append(t)
 
     decisions: dict[str, tuple[str, str]] = {}
@@ -244,25 +247,25 @@ def plan_saved_tensors(
                 if ok:
                     b = blocked[0]
                     reason = f"shares storage with {b.name} ({verdicts[b.name][1]})"
-                decisions[m.name] = ("keep", reason)
+                decisions[m.name] = (Decision.KEEP, reason)
             continue
         if len(members) == 1:
             # A view over all of its storage is copied as its owner (same bytes).
-            copy = "storage" if members[0].spans_storage else "tensor"
+            copy = CopyKind.STORAGE if members[0].spans_storage else CopyKind.TENSOR
             nbytes = members[0].nbytes
         elif any(m.symbolic or m.reinterpreted for m in members):
-            copy, nbytes = "each", sum(m.nbytes for m in members)
+            copy, nbytes = CopyKind.EACH, sum(m.nbytes for m in members)
         else:
-            copy, nbytes = "storage", members[0].storage_nbytes
+            copy, nbytes = CopyKind.STORAGE, members[0].storage_nbytes
         if not any(m.symbolic for m in members) and nbytes < config.min_bytes:
             for m in members:
-                decisions[m.name] = ("keep", f"below min_bytes ({nbytes} < {config.min_bytes})")
+                decisions[m.name] = (Decision.KEEP, f"below min_bytes ({nbytes} < {config.min_bytes})")
             continue
         candidates.append((members, OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes)))
 
-    def first_use(members: list[SavedTensor]) -> int:
+    def first_use(members: list[SavedTensor]) -> float:
         uses = [m.backward_first_use for m in members if m.backward_first_use >= 0]
-        return min(uses) if uses else 1 << 62
+        return min(uses) if uses else math.inf
 
     candidates.sort(key=lambda c: first_use(c[0]))
     head = config.keep_first_in_backward
@@ -270,19 +273,19 @@ def plan_saved_tensors(
         if rank < head:
             for m in members:
                 decisions[m.name] = (
-                    "keep",
+                    Decision.KEEP,
                     f"needed first in backward (keep_first_in_backward={head}): "
                     "its reload would start with the backward",
                 )
             continue
         for m in members:
-            decisions[m.name] = ("offload", verdicts[m.name][1])
+            decisions[m.name] = (Decision.OFFLOAD, verdicts[m.name][1])
         groups.append(group)
     groups.sort(key=lambda g: order[g.members[0]])
 
     entries = []
     for t in saved:
-        decision, reason = decisions.get(t.name, ("keep", verdicts[t.name][1]))
+        decision, reason = decisions.get(t.name, (Decision.KEEP, verdicts[t.name][1]))
         entries.append(
             PlanEntry(t.name, t.op, t.module, t.role, t.shape, t.dtype, t.nbytes, decision, reason, t.storage)
         )
@@ -339,7 +342,7 @@ def keep_groups(plan: OffloadPlan, storages: set[str], reason: str) -> OffloadPl
         return plan
     names = {m for g in plan.groups if g.storage in storages for m in g.members}
     entries = [
-        dataclasses.replace(e, decision="keep", reason=reason) if e.name in names else e
+        dataclasses.replace(e, decision=Decision.KEEP, reason=reason) if e.name in names else e
         for e in plan.entries
     ]
     groups = [g for g in plan.groups if g.storage not in storages]

@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.annotation.annotations import Request
+from offload_pass.enums import Decision, SavedKind
 from offload_pass.meta_keys import REQUEST_KEY, TENSOR_REQUEST_KEY
 from offload_pass.views import storage_root
 from offload_pass.annotation.mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
@@ -32,7 +33,7 @@ __all__ = ["SavedTensor", "collect_saved_tensors", "saved_positions", "check_req
 class SavedTensor:
     name: str  # node name in the forward graph (and placeholder name in backward)
     position: int  # index in the forward graph's output tuple
-    kind: str  # "activation" | "parameter" | "input" | "output" | "symint"
+    kind: SavedKind
     op: str  # op that produced the storage owner
     module: str  # qualified path of the module that produced it ("" if unknown)
     role: Optional[str]  # fused-op sub-op role, if any
@@ -43,7 +44,7 @@ class SavedTensor:
     storage_nbytes: int
     is_view: bool
     symbolic: bool
-    asked: Optional[str]  # "offload" / "keep" / None (not marked)
+    asked: Optional[Decision]  # None: not marked
     asked_by: str
     backward_first_use: int = -1  # index of its first consumer in the backward graph
     # A host (CPU) tensor in a graph that runs on an accelerator: already
@@ -152,9 +153,9 @@ def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Opti
     for n in chain:
         tensor_marks |= set(n.meta.get(TENSOR_REQUEST_KEY, ()))
     if "keep" in tensor_marks:
-        return "keep", "mark_not_offload"
+        return Decision.KEEP, "mark_not_offload"
     if "offload" in tensor_marks:
-        return "offload", "mark_offload"
+        return Decision.OFFLOAD, "mark_offload"
     opinions: list[tuple[str, str]] = []
     producer = _request(root)
     producer_is_fused = fused is not None and (
@@ -170,7 +171,7 @@ def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Opti
             said, source = consumer.opinion_and_source(role)
             if said:
                 opinions.append((said, f"{source} (role {role!r})"))
-    for mode in ("keep", "offload"):  # keep wins at the same level
+    for mode in (Decision.KEEP, Decision.OFFLOAD):  # keep wins at the same level
         for said, source in opinions:
             if said == mode:
                 return mode, source
@@ -217,7 +218,7 @@ def collect_saved_tensors(
         val = _val(node)
         if not isinstance(val, torch.Tensor):
             records.append(
-                SavedTensor(name, position, "symint", "sym", "", None, (), type(val).__name__,
+                SavedTensor(name, position, SavedKind.SYMINT, "sym", "", None, (), type(val).__name__,
                             0, name, 0, False, True, None, "", first_use.get(name, -1))
             )
             continue
@@ -231,11 +232,11 @@ def collect_saved_tensors(
         reinterpreted = owned and root_val.dtype != val.dtype
         if root.op == "placeholder":
             index = placeholders.index(root)
-            kind = "parameter" if index in static else "input"
+            kind = SavedKind.PARAMETER if index in static else SavedKind.INPUT
         elif root.name in output_roots:
-            kind = "output"
+            kind = SavedKind.OUTPUT
         else:
-            kind = "activation"
+            kind = SavedKind.ACTIVATION
         shape = tuple(int(s) if isinstance(s, int) else str(s) for s in val.shape)
         records.append(
             SavedTensor(

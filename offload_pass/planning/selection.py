@@ -30,12 +30,9 @@ import bisect
 import dataclasses
 from typing import Optional, Sequence
 
-import torch.fx as fx
+from offload_pass.planning.lifetimes import CopyLifetime
 
-from offload_pass.views import storage_root
-from offload_pass.planning.cost_model import group_bytes
-
-__all__ = ["Candidate", "Prediction", "simulate_offload", "choose_auto", "choose_for_budget"]
+__all__ = ["Candidate", "Prediction", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,31 +204,13 @@ def _best_swap(chosen, remaining, current: Prediction, run):
     return best
 
 
-def candidates_from_graphs(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, groups: Sequence) -> list[Candidate]:
-    """The plan's copy groups as ``Candidate``s, indexed like
+def candidates(lifetimes: Sequence[CopyLifetime]) -> list[Candidate]:
+    """The copies' lifetimes as ``Candidate``s, indexed like
     ``timeline.simulate_step``'s points (each graph's nodes, output aside)."""
-    fw_nodes = [n for n in fw_gm.graph.nodes if n.op != "output"]
-    bw_nodes = [n for n in bw_gm.graph.nodes if n.op != "output"]
-    fw_index = {n: i for i, n in enumerate(fw_nodes)}
-    bw_index = {n: i for i, n in enumerate(bw_nodes)}
-    by_name = {n.name: n for n in fw_nodes}
-    placeholders = {n.name: n for n in bw_nodes if n.op == "placeholder"}
-    last_use: dict = {}
-    for node in fw_nodes:
-        for arg in node.all_input_nodes:
-            last_use[storage_root(arg)[0]] = fw_index[node]
-    out = []
-    for group in groups:
-        root = storage_root(by_name[group.members[0]])[0]
-        produced = fw_index[root]
-        uses = [bw_index[u] for m in group.members if m in placeholders for u in placeholders[m].users if u in bw_index]
-        out.append(
-            Candidate(
-                group.storage,
-                group_bytes(group, by_name),
-                produced,
-                max(produced, last_use.get(root, produced)),
-                min(uses) if uses else len(bw_nodes),
-            )
+    return [
+        Candidate(
+            lt.storage, lt.nbytes, lt.produced, lt.last_forward_use,
+            lt.first_backward_use if lt.first_backward_use is not None else lt.backward_points,
         )
-    return out
+        for lt in lifetimes
+    ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.fx as fx
@@ -29,7 +29,7 @@ from offload_pass.planning.workspace import workspace_bytes
 from offload_pass.units import size_hint
 from offload_pass.views import is_view_node, storage_root
 
-__all__ = ["Timeline", "offload_intervals", "simulate_step"]
+__all__ = ["Timeline", "simulate_step"]
 
 
 @dataclasses.dataclass
@@ -188,36 +188,3 @@ def simulate_step(
     _walk(bw_gm.graph, "backward", carried, timeline, count_cpu)
     return timeline
 
-
-def offload_intervals(
-    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, groups: Sequence
-) -> dict[str, tuple[int, int]]:
-    """For each offload group (``plan.OffloadGroup``), the points ``[a, b)`` of
-    ``simulate_step``'s timeline where its bytes would be off the device:
-    from after the last forward use of its storage to the first backward use
-    of any member (a reload landing just in time)."""
-    fw_nodes = [n for n in fw_gm.graph.nodes if n.op != "output"]
-    bw_nodes = [n for n in bw_gm.graph.nodes if n.op != "output"]
-    fw_index = {n: i for i, n in enumerate(fw_nodes)}
-    by_name = {n.name: n for n in fw_nodes}
-    bw_index = {n: i for i, n in enumerate(bw_nodes)}
-    placeholders = {n.name: n for n in bw_nodes if n.op == "placeholder"}
-    roots = {n: storage_root(n)[0] for n in fw_nodes}
-    last_fw_use: dict[fx.Node, int] = {}
-    for node in fw_nodes:
-        for arg in node.all_input_nodes:
-            last_fw_use[roots[arg]] = fw_index[node]
-    intervals = {}
-    for group in groups:
-        root = roots[by_name[group.members[0]]]
-        start = max(fw_index[root], last_fw_use.get(root, -1)) + 1
-        uses = [
-            bw_index[u]
-            for m in group.members
-            if m in placeholders
-            for u in placeholders[m].users
-            if u in bw_index
-        ]
-        end = len(fw_nodes) + (min(uses) if uses else len(bw_nodes))
-        intervals[group.storage] = (start, end)
-    return intervals

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_leaves
 
+from offload_pass.enums import Decision
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.units import format_bytes
 
@@ -61,7 +62,7 @@ class StepReport:
         nbytes: Counter = Counter()
         for plan, calls in self.graphs:
             for entry in plan.entries:
-                if entry.decision == "offload":
+                if entry.decision == Decision.OFFLOAD:
                     tensors[entry.module] += calls
                     nbytes[entry.module] += entry.nbytes * calls
         return sorted(
@@ -106,7 +107,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
             e for plan, _ in report.graphs for e in plan.entries
             if e.module == name or e.module.startswith(name + ".") or f"module {name}" in e.reason
         ]
-        if any(e.decision == "offload" for e in mine):
+        if any(e.decision == Decision.OFFLOAD for e in mine):
             continue
         if mine and all(e.reason in _FRAME_INPUT_REASONS for e in mine):
             why = (

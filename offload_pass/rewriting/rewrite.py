@@ -31,8 +31,9 @@ import torch.fx as fx
 from torch._guards import detect_fake_mode
 
 from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
-from offload_pass.views import storage_root
 from offload_pass.config import OffloadConfig
+from offload_pass.enums import CopyKind, PassName
+from offload_pass.planning.lifetimes import CopyLifetime
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.runtime import OPS, PAGE_BYTES, extent_bytes
 from offload_pass.planning.saved_set import saved_positions
@@ -53,7 +54,7 @@ class _Copy:
 def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
     copies = []
     for group in plan.groups:
-        if group.copy == "storage":
+        if group.copy == CopyKind.STORAGE:
             root = fw_nodes[group.storage]
             root_offset = root.meta["val"].storage_offset()
             views = {}
@@ -102,39 +103,22 @@ def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[st
     if target is OPS["offload"]:
         # Inductor honours the op's needs_exact_strides tag only with these:
         # the copy's source then has exactly its fake value's strides, so the
-        # host copy is the graph's output as it is (see runtime._EXACT_STRIDES).
+        # host copy is the graph's output as it is (see runtime.ops._EXACT_STRIDES).
         node.meta["eager_input_vals"] = (tuple(fake_args), {})
     return node
-
-
-def _alias_last_use(root: fx.Node, pos: dict[fx.Node, int]) -> fx.Node:
-    """The last forward node reading any alias of ``root``'s storage (the
-    output node aside: saved values leave through it as host copies)."""
-    last = root
-    pending = [root]
-    seen = {root}
-    while pending:
-        node = pending.pop()
-        for user in node.users:
-            if user.op == "output":
-                continue
-            if pos[user] > pos[last]:
-                last = user
-            if user not in seen and storage_root(user)[0] is root:
-                seen.add(user)
-                pending.append(user)
-    return last
 
 
 def _rewrite_forward(
     fw_gm: fx.GraphModule,
     copies: list[_Copy],
+    lifetimes: dict[str, CopyLifetime],
     positions: dict[str, int],
     config: OffloadConfig,
     release_after: Optional[dict[str, str]],
 ) -> Optional[tuple[int, int]]:
     """Returns the host pool's bytes and its number of slots (None: no pool)."""
     graph = fw_gm.graph
+    points = [n for n in graph.nodes if n.op != "output"]  # as the lifetimes count them
     nodes = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
     order = {n: i for i, n in enumerate(graph.nodes)}
@@ -145,7 +129,7 @@ def _rewrite_forward(
     in_order = sorted(copies, key=lambda c: order[nodes[c.source]])
     pool, pool_bytes, slots = host_pool_layout(
         []
-        if "host_pool" in config.disabled_passes
+        if PassName.HOST_POOL in config.disabled_passes
         else [(c.source, _concrete_extent(nodes[c.source].meta["val"])) for c in in_order]
     )
     limit = -1 if config.host_memory_limit is None else config.host_memory_limit
@@ -171,7 +155,7 @@ def _rewrite_forward(
         else:
             j = i + config.max_inflight
             target = issued[j][1] if j < len(issued) else output.prev
-        last_use = _alias_last_use(storage_root(source)[0], pos)
+        last_use = points[lifetimes[group_of[source.name]].last_forward_use]
         # Never before the copy is issued, nor before the last use.
         anchors.append(max(target, last_use, host, key=pos.__getitem__))
     for (source, host), anchor in zip(issued, anchors):
@@ -189,24 +173,21 @@ def _rewrite_forward(
 def _rewrite_backward(
     bw_gm: fx.GraphModule,
     copies: list[_Copy],
+    lifetimes: dict[str, CopyLifetime],
     fw_nodes: dict[str, fx.Node],
     config: OffloadConfig,
     reload_before: Optional[dict[str, str]],
 ) -> None:
     graph = bw_gm.graph
+    points = list(graph.nodes)  # as the lifetimes count them (the output last)
     placeholders = {n.name: n for n in graph.find_nodes(op="placeholder")}
     by_name = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
-    order = {n: i for i, n in enumerate(graph.nodes)}
     first_compute = next(n for n in graph.nodes if n.op != "placeholder")
 
-    def first_use(copy: _Copy) -> fx.Node:
-        users = [u for m in copy.members for u in placeholders[m].users]
-        return min(users, key=lambda u: order[u])
-
-    used = [c for c in copies if any(placeholders[m].users for m in c.members)]
-    used.sort(key=lambda c: order[first_use(c)])
-    anchors = [first_use(c) for c in used]
+    first_use = {id(c): lifetimes[c.group].first_use_of(c.members) for c in copies}
+    used = sorted((c for c in copies if first_use[id(c)] is not None), key=lambda c: first_use[id(c)])
+    anchors = [points[first_use[id(c)]] for c in used]
     for j, copy in enumerate(used):
         source_val = fw_nodes[copy.source].meta["val"]
         host_ph = placeholders[copy.members[0]]
@@ -267,6 +248,7 @@ def rewrite_graphs(
     fw_gm: fx.GraphModule,
     bw_gm: fx.GraphModule,
     plan: OffloadPlan,
+    lifetimes: dict[str, CopyLifetime],
     config: OffloadConfig,
     reload_before: Optional[dict[str, str]] = None,
     release_after: Optional[dict[str, str]] = None,
@@ -284,8 +266,8 @@ def rewrite_graphs(
         if entry.name in fw_nodes:
             fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
     copies = _copies(plan, fw_nodes)
-    plan.host_pool = _rewrite_forward(fw_gm, copies, positions, config, release_after)
-    _rewrite_backward(bw_gm, copies, fw_nodes, config, reload_before)
+    plan.host_pool = _rewrite_forward(fw_gm, copies, lifetimes, positions, config, release_after)
+    _rewrite_backward(bw_gm, copies, lifetimes, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
         gm.graph.lint()
         gm.recompile()

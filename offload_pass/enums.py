@@ -1,0 +1,87 @@
+"""The closed sets of words the package decides with, as enums.
+
+Each member is also its word (a ``str``): it prints, formats, hashes and
+compares as that word, so plan tables, messages and user input
+(``OffloadConfig(mode="auto")``) read as before, while code names the choice
+(``Decision.OFFLOAD``) and a misspelt word fails where it is parsed.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CopyKind", "Decision", "Mode", "PassName", "SavedKind", "ScheduleKind", "Word"]
+
+
+class Word(str, enum.Enum):
+    """A str enum that behaves as its value everywhere a str would."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    __hash__ = str.__hash__
+
+    @classmethod
+    def words(cls) -> list[str]:
+        return [m.value for m in cls]
+
+    @classmethod
+    def parse(cls, value: object, what: str) -> "Word":
+        """``value`` as a member; a ValueError naming ``what`` and the valid words otherwise."""
+        if isinstance(value, str) and value in cls.words():
+            return cls(value)
+        raise ValueError(f"{what} must be one of {cls.words()}, got {value!r}")
+
+
+class Mode(Word):
+    """OffloadConfig.mode: which marked tensors are offloaded."""
+
+    MARKED = "marked"
+    AUTO = "auto"
+    BUDGET = "budget"
+
+
+class ScheduleKind(Word):
+    """OffloadConfig.schedule: where releases and reloads go."""
+
+    COST = "cost"
+    FIXED = "fixed"
+
+
+class PassName(Word):
+    """Passes that OffloadConfig.disabled_passes can turn off."""
+
+    OFFLOAD = "offload"
+    HOST_POOL = "host_pool"
+    INVARIANTS = "invariants"
+
+
+class Decision(Word):
+    """A plan entry's decision for one saved tensor."""
+
+    OFFLOAD = "offload"
+    KEEP = "keep"
+
+
+class CopyKind(Word):
+    """How a copy group moves its members (plan.OffloadGroup.copy)."""
+
+    TENSOR = "tensor"  # the single member as it is
+    STORAGE = "storage"  # the storage owner once; members rebuilt as views
+    EACH = "each"  # members one by one
+
+
+class SavedKind(Word):
+    """What a saved tensor is (saved_set.SavedTensor.kind)."""
+
+    ACTIVATION = "activation"
+    PARAMETER = "parameter"
+    INPUT = "input"
+    OUTPUT = "output"
+    SYMINT = "symint"

@@ -1,0 +1,312 @@
+"""How a mark reaches the traced graph, and how compiled frames are kept apart by mark.
+
+Takes: ``Mark`` values from the marking API (``markers.py``): one per marked
+module, whose forward gets wrapped here (``install_forward``), and one per
+``offload_region`` entered outside Dynamo's tracing (``EagerRegion``).
+Gives: ``node.meta["custom"][MARK_KEY]`` on every node Dynamo traces under a
+mark (``torch.fx.traceback.annotate``); for code that runs eagerly, the stack
+of marks running now (``active_marks``, ``active_mark_key``), which the
+backend reads for graphs compiled inside them; and ``mark_key``, what a
+compiled frame depends on, which the backend checks at each call.
+
+Why each trick is needed:
+
+- Annotating is not enough after a graph break: Dynamo then runs the marked
+  forward (or region) eagerly and compiles the frames it calls on their own,
+  and their graphs carry no annotation. The eager mark stack fills that gap.
+- Dynamo guards a compiled frame on its inputs, not on our marks, so it could
+  reuse a frame compiled under one mark under another. A copy of the marked
+  forward's code per mark, Dynamo's cache buckets where torch has them, and
+  the backend's per-call check (see the comment above ``CACHE_BUCKETS``)
+  keep that from going unnoticed.
+- The eager-only functions here are never compiled as frames of their own
+  (``skip_frames``): a frame Dynamo runs eagerly calls them.
+- A forward traced under another backend warns once
+  (``_check_backend_for_marks``), since the marks would do nothing there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import types
+import warnings
+from typing import Callable, Iterator, Optional, Sequence
+
+import torch
+import torch.nn as nn
+from torch.fx.traceback import annotate
+
+from offload_pass.marking.mark import Mark, display_name
+from offload_pass.meta_keys import MARK_KEY
+
+__all__ = [
+    "CACHE_BUCKETS",
+    "EagerRegion",
+    "active_mark_key",
+    "active_marks",
+    "install_forward",
+    "mark_key",
+    "restore_forward",
+    "skip_frames",
+]
+
+_ORIG_FORWARD = "_offload_pass_orig_forward"
+
+# Marks of the marked modules and regions running eagerly now, outermost
+# first. A module or region runs eagerly when nothing is compiled, or when
+# Dynamo broke the graph inside it and runs that frame without compiling it;
+# the functions it calls are then compiled as frames of their own, whose
+# graphs carry no annotation: the backend reads their marks from here.
+_ACTIVE: list[Mark] = []
+_ACTIVE_KEYS: list[str] = []  # mark_key of each prefix of _ACTIVE
+
+
+def active_marks() -> tuple[Mark, ...]:
+    """Marks of the marked modules and regions running eagerly now, outermost first."""
+    return tuple(_ACTIVE)
+
+
+def mark_key(marks: Sequence[Mark]) -> str:
+    """What a frame compiled under ``marks`` depends on: the innermost mark
+    without its names (two modules marked alike may share their graphs)."""
+    if not marks:
+        return ""
+    innermost = marks[-1]
+    return repr((innermost.offload, innermost.keep, innermost.outer))
+
+
+def active_mark_key() -> str:
+    """``mark_key(active_marks())``, without building it (called per graph call)."""
+    return _ACTIVE_KEYS[-1] if _ACTIVE_KEYS else ""
+
+
+# Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
+# compiled inside one marked module could be reused inside a module marked
+# otherwise (or not at all), after a graph break. Three layers keep that from
+# going unnoticed:
+# 1. the forward of a marked module, run eagerly under a compile, runs as a
+#    copy of its code per mark (Dynamo caches per code object), which covers
+#    a graph break in the marked module's own forward, both ways;
+# 2. where torch has compile-cache buckets (isolate_recompiles, torch 2.13),
+#    deeper frames compiled under a mark go to that mark's bucket (a bucket
+#    still reads the unmarked one, so this covers one way only);
+# 3. the backend checks at each call that a graph runs under the marks it
+#    was compiled for, and warns once when not.
+_eval_frame = torch._C._dynamo.eval_frame
+_set_bucket = getattr(_eval_frame, "set_eval_frame_isolate_recompiles_id", None)
+_get_bucket = getattr(_eval_frame, "get_eval_frame_isolate_recompiles_id", None)
+CACHE_BUCKETS = _set_bucket is not None and _get_bucket is not None
+_buckets: dict[tuple[int, str], int] = {}
+_forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = {}
+
+
+def _enter_bucket(key: str) -> Optional[int]:
+    """Switch Dynamo's cache to the bucket of ``key``; returns the bucket to
+    restore, or None where torch has no buckets."""
+    if not CACHE_BUCKETS:
+        return None
+    prior = _get_bucket()
+    bucket = _buckets.get((prior, key))
+    if bucket is None:
+        # Drawn from torch's own counter, so it never collides with a bucket
+        # of torch.compile(isolate_recompiles=True).
+        from torch._dynamo import eval_frame
+
+        bucket = _buckets[(prior, key)] = next(eval_frame._next_isolate_recompiles_id)
+    _set_bucket(bucket)
+    return prior
+
+
+def _leave_bucket(prior: Optional[int]) -> None:
+    if prior is not None:
+        _set_bucket(prior)
+
+
+def _forward_for_marks(orig: Callable, key: str) -> Callable:
+    """``orig`` (a bound forward) running a copy of its code that belongs to
+    ``key``: Dynamo then compiles and caches its frames apart from other marks."""
+    func = getattr(orig, "__func__", None)
+    owner = getattr(orig, "__self__", None)
+    if not isinstance(func, types.FunctionType) or owner is None:
+        return orig
+    copy = _forward_copies.get((func, key))
+    if copy is None:
+        code = func.__code__
+        # An extra, unused constant makes the copy differ from the original by
+        # value too: Dynamo keys its resume functions on code equality.
+        code = code.replace(co_consts=code.co_consts + (f"offload_pass marks {key}",))
+        copy = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+        copy.__kwdefaults__ = func.__kwdefaults__
+        copy.__qualname__ = func.__qualname__
+        _forward_copies[(func, key)] = copy
+    return types.MethodType(copy, owner)
+
+
+def _dynamo_running() -> bool:
+    """True inside a call of a torch.compile'd function or module (tracing or
+    running), where frames called from eager code get compiled."""
+    try:
+        callback = _eval_frame.get_eval_frame_callback()
+    except AttributeError:  # an internal that moved: assume plain eager
+        return False
+    return callback is not None and callback is not False
+
+
+@contextlib.contextmanager
+def _eager_mark(mark: Mark, what: str) -> Iterator[None]:
+    """``mark`` is active (and its cache bucket current) inside the block.
+
+    A region left open inside the block (entered by hand, never exited)
+    would mark everything after it: that is an error naming where it opened.
+    """
+    _ACTIVE.append(mark)
+    _ACTIVE_KEYS.append(mark_key(_ACTIVE))
+    prior = _enter_bucket(_ACTIVE_KEYS[-1])
+    try:
+        yield
+    finally:
+        _leave_bucket(prior)
+        index = next((i for i in range(len(_ACTIVE) - 1, -1, -1) if _ACTIVE[i] is mark), -1)
+        left_open = _ACTIVE[index + 1:]
+        del _ACTIVE[max(index, 0):]
+        del _ACTIVE_KEYS[len(_ACTIVE):]
+    if left_open:
+        places = ", ".join(m.where or "?" for m in left_open)
+        raise RuntimeError(
+            f"offload_pass: {what} ended while the offload_region opened at {places} was "
+            "still open; open regions with `with offload_pass.offload_region():` so each "
+            "closes in the function that opens it"
+        )
+
+
+def _check_backend_for_marks() -> bool:
+    """Called while Dynamo traces a marked forward: warn once if the backend
+    is not an offload backend, since the marks would then do nothing."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        fn = InstructionTranslator.current_tx().output.compiler_fn
+        seen = 0
+        while fn is not None and seen < 16:
+            if getattr(fn, "_is_offload_backend", False):
+                return True
+            fn = (
+                getattr(fn, "_torchdynamo_orig_backend", None)
+                or getattr(fn, "compiler_fn", None)
+                # DDP: Dynamo calls DDPOptimizer.compile_fn, which holds the backend.
+                or getattr(getattr(fn, "__self__", None), "backend_compile_fn", None)
+            )
+            seen += 1
+    except Exception:  # an internal that moved: never let a check break tracing
+        return True
+    _warn_once(
+        "offload_pass: the model has offload marks but is compiled with another backend; "
+        "the marks have no effect there. Compile with "
+        "torch.compile(model, backend=offload_pass.offload_backend) to offload."
+    )
+    return False
+
+
+_check_backend_traced = torch._dynamo.assume_constant_result(_check_backend_for_marks)
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def install_forward(module: nn.Module, mark: Mark) -> None:
+    """Make ``module``'s forward run under ``mark`` (a module mark, placed)."""
+    if _ORIG_FORWARD not in module.__dict__:
+        module.__dict__[_ORIG_FORWARD] = module.forward
+    orig = module.__dict__[_ORIG_FORWARD]
+    custom = mark.to_custom()
+    what = f"the forward of module {display_name(mark.qualname or '')}"
+
+    # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
+    # annotates the forward of the module that torch.compile was called on.
+    @functools.wraps(orig)
+    def forward(*args: object, **kwargs: object) -> object:
+        if torch.compiler.is_compiling():
+            _check_backend_traced()
+            with annotate({MARK_KEY: custom}):
+                return orig(*args, **kwargs)
+        # Running eagerly: either no compile at all, or Dynamo broke the
+        # graph around this call and compiles the frames inside on their
+        # own. Those graphs carry no annotation, so the backend reads the
+        # marks of the modules running now from this stack.
+        with _eager_mark(mark, what):
+            with annotate({MARK_KEY: custom}):
+                if _dynamo_running():
+                    return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
+                return orig(*args, **kwargs)
+
+    # A new function object each time the mark changes: Dynamo guards on it,
+    # so a changed mark recompiles instead of reusing the old graph.
+    module.forward = forward  # type: ignore[method-assign]
+
+
+def restore_forward(module: nn.Module) -> bool:
+    """Give ``module`` back the forward it had before ``install_forward``;
+    False where it had none installed."""
+    if _ORIG_FORWARD not in module.__dict__:
+        return False
+    orig = module.__dict__.pop(_ORIG_FORWARD)
+    if getattr(orig, "__self__", None) is module and getattr(orig, "__func__", None) is type(module).forward:
+        module.__dict__.pop("forward", None)
+    else:
+        module.forward = orig  # type: ignore[method-assign]
+    return True
+
+
+class EagerRegion:
+    """``offload_region`` outside Dynamo's tracing: plain eager code, or a
+    frame Dynamo runs without compiling it (a graph break inside the region:
+    Dynamo cannot resume inside ``torch.fx.traceback.annotate``). Frames
+    compiled inside take the region's mark from ``active_marks()``."""
+
+    def __init__(self, mark: Mark) -> None:
+        self.mark = mark
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        where = self.mark.where
+        if _dynamo_running():
+            _warn_once(
+                f"offload_pass: the offload_region at {where} runs eagerly inside a "
+                "torch.compile'd call, usually because of a graph break inside the region "
+                "(Dynamo cannot resume inside one). What that function computes itself is "
+                "neither compiled nor offloaded; the functions and modules it calls are "
+                "compiled on their own and keep the region's mark. Move the graph break out "
+                "of the region, or mark the module with offload_modules (module marks "
+                "survive graph breaks)."
+            )
+        self._stack.enter_context(_eager_mark(self.mark, f"the offload_region at {where}"))
+        self._stack.enter_context(annotate({MARK_KEY: self.mark.to_custom()}))
+
+    def __exit__(self, *exc: object) -> bool:
+        return bool(self._stack.__exit__(*exc))
+
+
+def skip_frames(*fns: Callable) -> None:
+    """Dynamo never compiles ``fns`` as frames of their own; tracing still
+    inlines them."""
+    skip_code = getattr(torch._dynamo.eval_frame, "skip_code", None)
+    if skip_code is None:  # without it Dynamo traces them, finds no op, and runs them
+        return
+    for fn in fns:
+        skip_code(fn.__code__)
+
+
+# Eager-only code: Dynamo must never compile these frames on their own (a
+# frame Dynamo runs eagerly calls them); markers.py adds offload_region,
+# which tracing still inlines, as it inlines the Mark methods that an eager
+# offload_region calls.
+skip_frames(
+    EagerRegion.__enter__, EagerRegion.__exit__, _eager_mark.__wrapped__,
+    _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
+    Mark.__init__, Mark.for_region, Mark.to_custom,
+)

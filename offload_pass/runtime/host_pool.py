@@ -1,0 +1,200 @@
+"""Host memory for offloaded copies: the page-locked host pools.
+
+Takes: a tensor to copy out and, from the rewrite, the host-pool slot it was
+laid out in (a layout key, the pool's size, the slot's offset and size).
+Gives a host tensor of the same sizes and strides for the copy to land in
+(``host_buffer``): a slot of a pool buffer, or a buffer of its own when the
+copy has no slot or the pool cannot be had; and the pools' accounting
+(``host_bytes_held``, ``host_pool_stats``, ``clear_host_pools``). Its state
+lives in ``state.STATE``.
+
+The rewrite lays every copy of a graph with known sizes out in one buffer
+(``pool_bytes``, each slot at ``offset``, aligned), the size the plan asks
+for: PyTorch's pinned allocator rounds each allocation up to a power of two
+(a 96 MiB copy would hold 128 MiB). The buffer is allocated and page-locked
+once (cudaHostRegister, exactly ``pool_bytes``) and reused every step. A slot
+is handed out as a tensor with a storage of its own, so that the slot is
+known to be free exactly when no tensor refers to that storage any more
+(autograd's saved copies included). A call that finds its slot still held
+(two forwards before one backward, one graph run for several layers) takes
+the slot in the next buffer of the same layout ("arena"), allocating one if
+none is free: a slot is never written while a copy in it may still be read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Optional
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from offload_pass.runtime.state import STATE
+
+__all__ = ["PAGE_BYTES", "extent_bytes", "host_buffer", "host_bytes_held", "host_pool_stats", "clear_host_pools"]
+
+PAGE_BYTES = 4096
+_CAN_POOL = hasattr(torch._C, "_construct_storage_from_data_pointer")
+
+
+@dataclasses.dataclass
+class _Arena:
+    buffer: torch.Tensor  # uint8 host memory: a page more than ``nbytes``, to align ``base``
+    base: int  # the first page boundary in it: the pool's ``nbytes`` start here
+    nbytes: int
+    pinned: bool
+    slots: dict  # offset -> (StorageWeakRef of the slot handed out there, bytes)
+
+    def free(self, offset: int) -> bool:
+        held = self.slots.get(offset)
+        return held is None or held[0].expired()
+
+    def bytes_in_use(self) -> int:
+        return sum(n for ref, n in self.slots.values() if not ref.expired())
+
+    def unregister(self) -> None:
+        """Undo the page-locking, before the buffer is dropped."""
+        if self.pinned:
+            # A copy queued on a stream may still touch the buffer.
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaHostUnregister(self.base)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def extent_bytes(x: torch.Tensor) -> int:
+    """Bytes a tensor with ``x``'s sizes and strides spans from its first element."""
+    if x.numel() == 0:
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(x.size(), x.stride()))) * x.element_size()
+
+
+def _cuda_available() -> bool:
+    if STATE.cuda_available is None:
+        STATE.cuda_available = torch.cuda.is_available()
+    return STATE.cuda_available
+
+
+def _host_like(x: torch.Tensor, pin: bool) -> torch.Tensor:
+    # Same sizes and strides as the device tensor: the backward graph was
+    # compiled for those strides, and a dense permuted layout copies as one block.
+    return torch.empty_strided(
+        x.size(), x.stride(), dtype=x.dtype, device="cpu", pin_memory=pin
+    )
+
+
+def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
+    """``nbytes`` of host memory starting at a page boundary, page-locked when
+    ``pin`` (exactly that many bytes: no power-of-two rounding)."""
+    raw = torch.empty(nbytes + PAGE_BYTES, dtype=torch.uint8)
+    skip = -raw.data_ptr() % PAGE_BYTES
+    base = raw.data_ptr() + skip
+    if pin:
+        register = getattr(torch.cuda.cudart(), "cudaHostRegister", None)
+        if register is None:
+            raise RuntimeError("this torch build exposes no cudaHostRegister")
+        error = register(base, nbytes, 0)
+        if int(getattr(error, "value", error)) != 0:
+            raise RuntimeError(f"cudaHostRegister of {nbytes} bytes failed ({error})")
+    return raw, base
+
+
+def _pool_slot(
+    x: torch.Tensor, pool: str, pool_bytes: int, offset: int, slot_bytes: int, pin: bool
+) -> torch.Tensor:
+    """A host tensor shaped like ``x`` in its slot of a free arena of ``pool``."""
+    nbytes = extent_bytes(x)
+    if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
+        raise ValueError(
+            f"offload_pass: a copy of {nbytes} bytes does not fit its host-pool slot "
+            f"[{offset}, {offset + slot_bytes}) of {pool_bytes} bytes (pool {pool!r}): the graph "
+            "runs with other sizes than it was planned for"
+        )
+    arenas = STATE.pools.setdefault((pool, pin), [])
+    arena = next((a for a in arenas if a.free(offset)), None)
+    if arena is None:
+        raw, base = _page_locked(pool_bytes, pin)
+        arena = _Arena(raw, base, pool_bytes, pin, {})
+        arenas.append(arena)
+    address = arena.base + offset
+    storage = torch._C._construct_storage_from_data_pointer(address, torch.device("cpu"), nbytes)
+    host = torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
+    arena.slots[offset] = (StorageWeakRef(host.untyped_storage()), nbytes)
+    STATE.slot_addresses.add(address)
+    return host
+
+
+def _held(generation: int, nbytes: int) -> None:
+    if STATE.generation == generation:
+        STATE.host_bytes -= nbytes
+
+
+def host_buffer(
+    x: torch.Tensor, pin_memory: bool, pool: str, pool_bytes: int, offset: int, slot_bytes: int
+) -> torch.Tensor:
+    """Where the copy of ``x`` lands: its slot of ``pool`` (empty: no pool),
+    else a host tensor of its own. Raises RuntimeError when no host memory
+    can be had (the caller keeps ``x`` on device)."""
+    host: Optional[torch.Tensor] = None
+    # One buffer serves the whole call, so it is page-locked whenever CUDA
+    # copies may use it: a graph on the GPU can save a CPU tensor (the RNG
+    # seed of efficient attention) that its fake value placed on the GPU.
+    key = (pool, pin_memory and _cuda_available())
+    if pool and _CAN_POOL and key not in STATE.unavailable:
+        try:
+            host = _pool_slot(x, pool, pool_bytes, offset, slot_bytes, key[1])
+        except RuntimeError as error:  # no page-locked memory to be had
+            STATE.unavailable.add(key)
+            STATE.warn_once(f"offload_pass: host pool of {pool_bytes} bytes unavailable ({error}); "
+                            "copies are allocated one by one")
+    if host is None:
+        # A RuntimeError here: pinned (page-locked) memory exhausted.
+        host = _host_like(x, pin=pin_memory and x.device.type == "cuda")
+        nbytes = _nbytes(x)
+        STATE.host_bytes += nbytes
+        weakref.finalize(host, _held, STATE.generation, nbytes)
+    return host
+
+
+def host_bytes_held() -> int:
+    """Host bytes that offloaded copies hold right now (pool slots in use
+    and copies outside a pool)."""
+    return STATE.host_bytes + sum(a.bytes_in_use() for arenas in STATE.pools.values() for a in arenas)
+
+
+def host_pool_stats() -> dict[str, int]:
+    """Host pools now: ``arenas`` (buffers), ``bytes`` (their size, all of
+    it page-locked for CUDA copies) and ``in_use`` (bytes of slots that
+    offloaded copies hold)."""
+    arenas = [a for group in STATE.pools.values() for a in group]
+    return {
+        "arenas": len(arenas),
+        "bytes": sum(a.nbytes for a in arenas),
+        "in_use": sum(a.bytes_in_use() for a in arenas),
+    }
+
+
+def clear_host_pools() -> int:
+    """Free the host-pool buffers no offloaded copy holds any more (a later
+    step allocates them again). Returns how many were freed."""
+    freed = 0
+    STATE.unavailable.clear()
+    for key, arenas in list(STATE.pools.items()):
+        keep = []
+        for arena in arenas:
+            if arena.bytes_in_use():
+                keep.append(arena)
+                continue
+            arena.unregister()
+            for offset in arena.slots:
+                STATE.slot_addresses.discard(arena.base + offset)
+                STATE.slot_reads.pop(arena.base + offset, None)
+            freed += 1
+        if keep:
+            STATE.pools[key] = keep
+        else:
+            del STATE.pools[key]
+    return freed
