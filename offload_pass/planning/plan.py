@@ -223,6 +223,32 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> tuple[
     return True, f"offloaded by {t.asked_by}" if t.asked else AUTO_CANDIDATE
 
 
+def _copy_group(
+    storage: str, members: list[SavedTensor], verdicts: dict[str, tuple[bool, str]], config: OffloadConfig
+) -> tuple[Optional[OffloadGroup], dict[str, tuple[Decision, str]]]:
+    """The copy of one storage's saved members, or None with the reason each
+    member stays on device (one blocked member keeps them all)."""
+    blocked = [m for m in members if not verdicts[m.name][0]]
+    if blocked:
+        b = blocked[0]
+        return None, {
+            m.name: (Decision.KEEP, verdicts[m.name][1] if not verdicts[m.name][0]
+                     else f"shares storage with {b.name} ({verdicts[b.name][1]})")
+            for m in members
+        }
+    if len(members) == 1:
+        # A view over all of its storage is copied as its owner (same bytes).
+        copy = CopyKind.STORAGE if members[0].spans_storage else CopyKind.TENSOR
+        nbytes = members[0].nbytes
+    elif any(m.symbolic or m.reinterpreted for m in members):
+        copy, nbytes = CopyKind.EACH, sum(m.nbytes for m in members)
+    else:
+        copy, nbytes = CopyKind.STORAGE, members[0].storage_nbytes
+    if not any(m.symbolic for m in members) and nbytes < config.min_bytes:
+        return None, {m.name: (Decision.KEEP, f"below min_bytes ({nbytes} < {config.min_bytes})") for m in members}
+    return OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes), {}
+
+
 def plan_saved_tensors(
     saved: Sequence[SavedTensor], config: OffloadConfig, graph_id: str = ""
 ) -> OffloadPlan:
@@ -235,33 +261,15 @@ def plan_saved_tensors(
         if t.kind != SavedKind.SYMINT:
             by_storage.setdefault(t.storage, []).append(t)
 
-    decisions: dict[str, tuple[str, str]] = {}
+    decisions: dict[str, tuple[Decision, str]] = {}
     groups: list[OffloadGroup] = []
     candidates: list[tuple[list[SavedTensor], OffloadGroup]] = []
     order = {t.name: i for i, t in enumerate(saved)}
     for storage, members in by_storage.items():
-        blocked = [m for m in members if not verdicts[m.name][0]]
-        if blocked:
-            for m in members:
-                ok, reason = verdicts[m.name]
-                if ok:
-                    b = blocked[0]
-                    reason = f"shares storage with {b.name} ({verdicts[b.name][1]})"
-                decisions[m.name] = (Decision.KEEP, reason)
-            continue
-        if len(members) == 1:
-            # A view over all of its storage is copied as its owner (same bytes).
-            copy = CopyKind.STORAGE if members[0].spans_storage else CopyKind.TENSOR
-            nbytes = members[0].nbytes
-        elif any(m.symbolic or m.reinterpreted for m in members):
-            copy, nbytes = CopyKind.EACH, sum(m.nbytes for m in members)
-        else:
-            copy, nbytes = CopyKind.STORAGE, members[0].storage_nbytes
-        if not any(m.symbolic for m in members) and nbytes < config.min_bytes:
-            for m in members:
-                decisions[m.name] = (Decision.KEEP, f"below min_bytes ({nbytes} < {config.min_bytes})")
-            continue
-        candidates.append((members, OffloadGroup(storage, tuple(m.name for m in members), copy, nbytes)))
+        group, kept = _copy_group(storage, members, verdicts, config)
+        decisions.update(kept)
+        if group is not None:
+            candidates.append((members, group))
 
     def first_use(members: list[SavedTensor]) -> float:
         uses = [m.backward_first_use for m in members if m.backward_first_use >= 0]

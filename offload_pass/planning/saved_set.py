@@ -182,6 +182,66 @@ def _asked(chain: list[fx.Node], root: fx.Node, role: Optional[str], fused: Opti
     return None, ""
 
 
+@dataclasses.dataclass(frozen=True)
+class _GraphFacts:
+    """What every saved record of one forward graph reads."""
+
+    placeholders: list
+    static: set
+    output_roots: set
+    mlp: MlpRoles
+    module_prefix: str
+    on_accelerator: bool
+
+
+def _kind(root: fx.Node, facts: _GraphFacts) -> SavedKind:
+    if root.op == "placeholder":
+        return SavedKind.PARAMETER if facts.placeholders.index(root) in facts.static else SavedKind.INPUT
+    return SavedKind.OUTPUT if root.name in facts.output_roots else SavedKind.ACTIVATION
+
+
+def _saved_record(node: fx.Node, position: int, first_use: int, facts: _GraphFacts) -> SavedTensor:
+    """The record of one saved value (``first_use``: its first backward point, -1 if none)."""
+    name, val = node.name, _val(node)
+    if not isinstance(val, torch.Tensor):
+        return SavedTensor(name, position, SavedKind.SYMINT, "sym", "", None, (), type(val).__name__,
+                           0, name, 0, False, True, None, "", first_use)
+    root, chain = storage_root(node)
+    role, fused = _role_of(node, root, chain, facts.mlp)
+    asked, asked_by = _asked(chain, root, role, fused)
+    nbytes, symbolic = _numel_bytes(val)
+    root_val = _val(root)
+    owned = isinstance(root_val, torch.Tensor)
+    storage_nbytes = _storage_bytes(root_val) if owned else nbytes
+    reinterpreted = owned and root_val.dtype != val.dtype
+    return SavedTensor(
+        name=name,
+        position=position,
+        kind=_kind(root, facts),
+        op=_op_name(root),
+        module=module_name(root if root.op != "placeholder" else node, facts.module_prefix),
+        role=role,
+        shape=tuple(int(s) if isinstance(s, int) else str(s) for s in val.shape),
+        dtype=str(val.dtype).replace("torch.", ""),
+        nbytes=nbytes,
+        storage=root.name,
+        storage_nbytes=storage_nbytes,
+        is_view=root is not node,
+        symbolic=symbolic,
+        asked=asked,
+        asked_by=asked_by,
+        backward_first_use=first_use,
+        on_host=facts.on_accelerator and val.device.type == "cpu",
+        lazy_bit=val.is_conj() or val.is_neg(),
+        reinterpreted=reinterpreted,
+        spans_storage=(
+            root is not node and owned and not reinterpreted and not symbolic
+            and nbytes == storage_nbytes and _concrete(val.storage_offset()) == 0
+            and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+        ),
+    )
+
+
 def collect_saved_tensors(
     fw_gm: fx.GraphModule,
     bw_gm: fx.GraphModule,
@@ -195,13 +255,11 @@ def collect_saved_tensors(
     graph, if the caller has it already."""
     positions = saved_positions(fw_gm, bw_gm)
     fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
-    placeholders = list(fw_gm.graph.find_nodes(op="placeholder"))
     outputs = list(fw_gm.graph.find_nodes(op="output")[0].args[0])
     num_user_outputs = min(positions.values()) if positions else len(outputs)
     output_roots = {
         storage_root(o)[0].name for o in outputs[:num_user_outputs] if isinstance(o, fx.Node)
     }
-    static = set(static_input_indices)
     on_accelerator = any(
         isinstance(_val(n), torch.Tensor) and _val(n).device.type != "cpu" for n in fw_gm.graph.nodes
     )
@@ -212,60 +270,13 @@ def collect_saved_tensors(
         if n.users
     }
     mlp = mlp if mlp is not None else mlp_roles(fw_gm.graph)
+    facts = _GraphFacts(
+        placeholders=list(fw_gm.graph.find_nodes(op="placeholder")), static=set(static_input_indices),
+        output_roots=output_roots, mlp=mlp, module_prefix=module_prefix, on_accelerator=on_accelerator,
+    )
     records = []
     for name, position in sorted(positions.items(), key=lambda kv: kv[1]):
-        node = fw_nodes[name]
-        val = _val(node)
-        if not isinstance(val, torch.Tensor):
-            records.append(
-                SavedTensor(name, position, SavedKind.SYMINT, "sym", "", None, (), type(val).__name__,
-                            0, name, 0, False, True, None, "", first_use.get(name, -1))
-            )
-            continue
-        root, chain = storage_root(node)
-        role, fused = _role_of(node, root, chain, mlp)
-        asked, asked_by = _asked(chain, root, role, fused)
-        nbytes, symbolic = _numel_bytes(val)
-        root_val = _val(root)
-        owned = isinstance(root_val, torch.Tensor)
-        storage_nbytes = _storage_bytes(root_val) if owned else nbytes
-        reinterpreted = owned and root_val.dtype != val.dtype
-        if root.op == "placeholder":
-            index = placeholders.index(root)
-            kind = SavedKind.PARAMETER if index in static else SavedKind.INPUT
-        elif root.name in output_roots:
-            kind = SavedKind.OUTPUT
-        else:
-            kind = SavedKind.ACTIVATION
-        shape = tuple(int(s) if isinstance(s, int) else str(s) for s in val.shape)
-        records.append(
-            SavedTensor(
-                name=name,
-                position=position,
-                kind=kind,
-                op=_op_name(root),
-                module=module_name(root if root.op != "placeholder" else node, module_prefix),
-                role=role,
-                shape=shape,
-                dtype=str(val.dtype).replace("torch.", ""),
-                nbytes=nbytes,
-                storage=root.name,
-                storage_nbytes=storage_nbytes,
-                is_view=root is not node,
-                symbolic=symbolic,
-                asked=asked,
-                asked_by=asked_by,
-                backward_first_use=first_use.get(name, -1),
-                on_host=on_accelerator and val.device.type == "cpu",
-                lazy_bit=val.is_conj() or val.is_neg(),
-                reinterpreted=reinterpreted,
-                spans_storage=(
-                    root is not node and owned and not reinterpreted and not symbolic
-                    and nbytes == storage_nbytes and _concrete(val.storage_offset()) == 0
-                    and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
-                ),
-            )
-        )
+        records.append(_saved_record(fw_nodes[name], position, first_use.get(name, -1), facts))
     return records
 
 

@@ -41,6 +41,33 @@ class Reload:
     consumer: int  # index of its first consumer among the backward's nodes
 
 
+def _latest_starts(
+    node_ms: Sequence[float], reloads: Sequence[Reload], h2d_bytes_per_ms: float, margin: float
+) -> tuple[list[float], list[float]]:
+    """Start time of each node, and the latest start of each reload: copies
+    run one after the other on the host->device stream, so each bound comes
+    from the last reload backwards."""
+    start = [0.0]
+    for ms in node_ms:
+        start.append(start[-1] + ms)
+    latest: list[float] = []
+    bound = float("inf")
+    for r in reversed(reloads):
+        bound = min(start[r.consumer], bound) - margin * r.nbytes / h2d_bytes_per_ms
+        latest.append(bound)
+    latest.reverse()
+    return start, latest
+
+
+def _runs_from(i: int, first: int, safe: Optional[Sequence[bool]]) -> int:
+    """An op issued before node i, i.e. right after node i - 1, runs after
+    the last node before it that Inductor emits in place."""
+    if safe is not None:
+        while i > first and not safe[i - 1]:
+            i -= 1
+    return i
+
+
 def schedule_reloads(
     node_ms: Sequence[float],
     base_live: Sequence[int],
@@ -74,27 +101,14 @@ def schedule_reloads(
     under ``ceiling`` and ``prefetch_bytes`` from there, else later, after
     the next node that runs in place.
     """
-    start = [0.0]
-    for ms in node_ms:
-        start.append(start[-1] + ms)
-    latest: list[float] = []
-    bound = float("inf")
-    for r in reversed(reloads):
-        bound = min(start[r.consumer], bound) - margin * r.nbytes / h2d_bytes_per_ms
-        latest.append(bound)
-    latest.reverse()
-
+    start, latest = _latest_starts(node_ms, reloads, h2d_bytes_per_ms, margin)
     live = list(base_live)
     issue: dict[str, int] = {}
     outstanding: list[tuple[int, int]] = []  # (consumer, bytes) of reloads issued
     floor = first
 
     def runs_from(i: int) -> int:
-        # Issued before node i, i.e. right after node i - 1: where it runs.
-        if safe is not None:
-            while i > first and not safe[i - 1]:
-                i -= 1
-        return i
+        return _runs_from(i, first, safe)
 
     for r, latest_start in zip(reloads, latest):
         consumer = max(r.consumer, floor)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.fx as fx
@@ -95,6 +95,42 @@ def _tensor_bytes(val: object, count_cpu: bool) -> int:
     return _storage_bytes(val)
 
 
+def _last_uses(nodes: list[fx.Node], key: Callable[[fx.Node], object], fused: set[fx.Node]) -> dict[object, int]:
+    """Storage key -> index of the last node reading it."""
+    last_use: dict[object, int] = {}
+    for i, node in enumerate(nodes):
+        for arg in node.all_input_nodes:
+            last_use[key(arg)] = i
+    # A fused-away result is computed inside its consumers' kernels, which
+    # therefore read its inputs: their lifetime extends to those consumers.
+    for node in reversed(nodes):
+        if node in fused and node in last_use:
+            for arg in node.all_input_nodes:
+                k = key(arg)
+                last_use[k] = max(last_use.get(k, -1), last_use[node])
+    return last_use
+
+
+def _multi_output(
+    node: fx.Node, fused: set[fx.Node], live: dict[object, int], born_early: set[fx.Node], count_cpu: bool
+) -> int:
+    """A multi-output op writes all its outputs at once: their getitems own
+    them from here (added to ``live`` and ``born_early``); an output nobody
+    reads lives only inside it: returns those bytes."""
+    outputs = node.meta.get("val")
+    if node.op != "call_function" or not isinstance(outputs, (tuple, list)) or _returns_views(node):
+        return 0
+    taken = set()
+    for user in node.users:
+        if user.target is operator.getitem and not is_view_node(user):
+            taken.add(user.args[1])
+            nbytes = 0 if user in fused else _allocates(user, count_cpu)
+            if nbytes:
+                live[user] = nbytes
+                born_early.add(user)
+    return sum(_tensor_bytes(v, count_cpu) for j, v in enumerate(outputs) if j not in taken)
+
+
 def _walk(
     graph: fx.Graph, phase: str, inputs: dict[str, tuple[str, int]], timeline: Timeline, count_cpu: bool
 ) -> dict[str, tuple[str, int]]:
@@ -108,18 +144,8 @@ def _walk(
         r = root[node]
         return inputs[r.name][0] if r.op == "placeholder" and r.name in inputs else r
 
-    last_use: dict[object, int] = {}
-    for i, node in enumerate(nodes):
-        for arg in node.all_input_nodes:
-            last_use[key(arg)] = i
-    # A fused-away result is computed inside its consumers' kernels, which
-    # therefore read its inputs: their lifetime extends to those consumers.
     fused = {n for n in nodes if fused_away(n)}
-    for node in reversed(nodes):
-        if node in fused and node in last_use:
-            for arg in node.all_input_nodes:
-                k = key(arg)
-                last_use[k] = max(last_use.get(k, -1), last_use[node])
+    last_use = _last_uses(nodes, key, fused)
     live: dict[object, int] = {}
     for node in nodes:
         if node.op == "placeholder" and node.name in inputs and inputs[node.name][1]:
@@ -136,22 +162,7 @@ def _walk(
         size = 0 if node in fused or node in born_early else _allocates(node, count_cpu)
         if size:
             live[node] = size
-        # A multi-output op writes all its outputs at once: their getitems
-        # own them from here; an output nobody reads lives only inside it.
-        transient = workspace_bytes(node, count_cpu)
-        outputs = node.meta.get("val")
-        if node.op == "call_function" and isinstance(outputs, (tuple, list)) and not _returns_views(node):
-            taken = set()
-            for user in node.users:
-                if user.target is operator.getitem and not is_view_node(user):
-                    taken.add(user.args[1])
-                    nbytes = 0 if user in fused else _allocates(user, count_cpu)
-                    if nbytes:
-                        live[user] = nbytes
-                        born_early.add(user)
-            transient += sum(
-                _tensor_bytes(v, count_cpu) for j, v in enumerate(outputs) if j not in taken
-            )
+        transient = workspace_bytes(node, count_cpu) + _multi_output(node, fused, live, born_early, count_cpu)
         dying = [k for k in live if last_use.get(k, -1) <= i]
         at_node = sum(live.values()) + transient
         if size and not is_extern(node) and any(live[k] == size for k in dying if k is not node):
