@@ -133,10 +133,10 @@ class _BuiltinMarks:
         self.prefixes = tuple(prefixes)
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        from offload_pass.planning.saved_set import _module_path
+        from offload_pass.marking.naming import module_name
 
         for node in graph.nodes:
-            path = _module_path(node)
+            path = module_name(node)
             if any(path == p or path.startswith(p + ".") for p in self.prefixes):
                 node.meta["should_offload"] = True
 

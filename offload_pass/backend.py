@@ -308,7 +308,7 @@ def _checking_marks(
 ) -> Callable:
     """A frame compiled on its own after a graph break can be reused under
     marks other than those it was compiled for, where Dynamo cannot tell them
-    apart (see markers.py): say so, once, when it happens. The gradients are
+    apart (see marking/mark_keeping.py): say so, once, when it happens. The gradients are
     right either way; only what is offloaded differs from the marks."""
     warned = []
     key = mark_key(active)

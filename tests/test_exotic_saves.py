@@ -3,6 +3,7 @@ views of another dtype than their storage. Each is offloaded exactly or kept
 with a reason; gradients match plain Inductor bit for bit."""
 
 import re
+import warnings
 
 import pytest
 
@@ -155,3 +156,44 @@ def test_release_refuses_a_host_tensor_no_offload_returned():
     runtime.release(x, host)  # the tensor offload returned: accepted once
     with pytest.raises(RuntimeError, match="no offload call returned"):
         runtime.release(x, host)
+
+
+class _SavedIsTheGradient(torch.autograd.Function):
+    """Backward returns the saved tensor as the gradient: in the backward
+    graph it is read by the output node alone."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 2
+        ctx.save_for_backward(y)
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return y
+
+
+class _ReturnsSaved(nn.Module):
+    def forward(self, x):
+        return _SavedIsTheGradient.apply(x.sin()).sum()
+
+
+def test_a_copy_read_only_by_the_backward_output_is_reloaded():
+    # The cost schedule once had no reload point for it (KeyError 'mul_2').
+    def grad(backend):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        x = torch.randn(64, 64, requires_grad=True)
+        model = nn.Sequential(_ReturnsSaved())
+        offload_pass.offload_modules(model, "0")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marks under plain Inductor: said once, expected here
+            torch.compile(model, backend=backend)(x).backward()
+        return x.grad
+
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    got = grad(backend)
+    assert backend.plans[-1].offloaded == ["mul_2"]
+    assert list(backend.plans[-1].reload_before.values()) == ["output"]
+    assert torch.equal(got, grad("inductor"))

@@ -91,6 +91,9 @@ def test_ideal_live_takes_each_copy_off_over_its_points_only():
     got = ideal_live(live, [_lifetime(5, 1, 2), _lifetime(1, 3, None)])
     assert got == [10, 20, 25, 35, 44, 54, 69, 79]
     assert live == [10, 20, 30, 40, 50, 60, 70, 80]  # not modified
+    # Symbolic sizes (exact=False): counted off nowhere, as the no-gain trim does.
+    guess = CopyLifetime("s", 5, False, 0, 1, 2, 4, 4)
+    assert ideal_live(live, [guess]) == live
 
 
 def test_first_use_of_members():

@@ -180,7 +180,7 @@ def _flops(node: fx.Node) -> int:
 def estimate_node_ms(gm: fx.GraphModule, profile: DeviceProfile) -> list[float]:
     """Estimated run time of each node of ``gm`` (placeholders and outputs: 0).
     Views and the pointwise results Inductor fuses into their consumers
-    (``timeline.fused_away``) launch no kernel and cost 0: counting them
+    (``inductor_model.fused_away``) launch no kernel and cost 0: counting them
     would make a forward look slower than it runs and move each release
     earlier than its copy can land."""
     times = []

@@ -118,6 +118,10 @@ def ideal_live(live_bytes: Sequence[int], lifetimes: Sequence[CopyLifetime]) -> 
     beat, whose peak is the ceiling releases and prefetches may not lift."""
     live = list(live_bytes)
     for lifetime in lifetimes:
+        if not lifetime.exact:
+            # Symbolic sizes: nothing is counted off (as the no-gain trim
+            # does), so a dynamic graph's ceiling never rests on a guess.
+            continue
         a, b = lifetime.off_device
         for i in range(a, b):
             live[i] -= lifetime.nbytes

@@ -95,7 +95,7 @@ def schedule_reloads(
     at most ``prefetch_bytes`` (a reload alone may always be issued).
     Issue points never move backwards (the stream is in order).
     ``safe[i]``: does an op placed right after node i run there
-    (``timeline.in_place_slots``)? An op placed elsewhere runs after the last
+    (``inductor_model.in_place_slots``)? An op placed elsewhere runs after the last
     node before it that does: its bytes are alive from there. Such a point
     moves there (a reload a little early costs no time) when its bytes fit
     under ``ceiling`` and ``prefetch_bytes`` from there, else later, after

@@ -24,7 +24,7 @@ import torch.fx as fx
 
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, ScheduleKind
-from offload_pass.planning.cost_model import device_profile, estimate_node_ms
+from offload_pass.planning.cost_model import DeviceProfile, device_profile, estimate_node_ms
 from offload_pass.planning.schedules import release_schedule, reload_schedule
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
@@ -65,8 +65,11 @@ def schedule_copies(
     model) from the simulated timeline without offload."""
     if not plan.groups:
         return Schedule(plan)
+    if config.mode != Mode.MARKED or config.schedule == ScheduleKind.COST:
+        profile = device_profile(device_of(fw_gm), config.bandwidth_gbps)
+        node_ms = (estimate_node_ms(fw_gm, profile), estimate_node_ms(bw_gm, profile))
     if config.mode != Mode.MARKED:
-        plan = _select(fw_gm, bw_gm, plan, timeline, lifetimes, config)
+        plan = _select(plan, timeline, node_ms, [lifetimes[g.storage] for g in plan.groups], profile, config)
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -79,32 +82,31 @@ def schedule_copies(
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
     split = timeline.phases.count("forward")
-    profile = device_profile(device_of(fw_gm), config.bandwidth_gbps)
     release_after = release_schedule(fw_gm, chosen, live[:split], ceiling, profile)
     reload_before = reload_schedule(bw_gm, chosen, live[split:], ceiling, profile, config.prefetch_bytes)
     plan.predicted_ideal_peak = ceiling
     plan.release_after = dict(release_after)
     plan.reload_before = dict(reload_before)
     plan.cost_profile = profile.source
-    plan.predicted_compute_ms = (sum(estimate_node_ms(fw_gm, profile)), sum(estimate_node_ms(bw_gm, profile)))
+    plan.predicted_compute_ms = (sum(node_ms[0]), sum(node_ms[1]))
     return Schedule(plan, release_after, reload_before)
 
 
 def _select(
-    fw_gm: fx.GraphModule,
-    bw_gm: fx.GraphModule,
     plan: OffloadPlan,
     timeline: Timeline,
-    lifetimes: dict[str, CopyLifetime],
+    node_ms: tuple[list[float], list[float]],
+    lifetimes: list[CopyLifetime],
+    profile: DeviceProfile,
     config: OffloadConfig,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
-    not choose, and record its prediction in the plan."""
-    profile = device_profile(device_of(fw_gm), config.bandwidth_gbps)
+    not choose, and record its prediction in the plan. ``node_ms``: estimated
+    times of the forward's and the backward's nodes."""
     split = timeline.phases.count("forward")
-    fw_ms = estimate_node_ms(fw_gm, profile)[:split]
-    bw_ms = estimate_node_ms(bw_gm, profile)[: len(timeline.live_bytes) - split]
-    pool = candidates([lifetimes[g.storage] for g in plan.groups])
+    fw_ms = node_ms[0][:split]
+    bw_ms = node_ms[1][: len(timeline.live_bytes) - split]
+    pool = candidates(lifetimes)
     speeds = (profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
     base = simulate_offload(fw_ms, bw_ms, timeline.live_bytes, [], *speeds)
     if config.mode == Mode.AUTO:

@@ -156,8 +156,10 @@ def _rewrite_forward(
             j = i + config.max_inflight
             target = issued[j][1] if j < len(issued) else output.prev
         last_use = points[lifetimes[group_of[source.name]].last_forward_use]
-        # Never before the copy is issued, nor before the last use.
-        anchors.append(max(target, last_use, host, key=pos.__getitem__))
+        # Never before the copy is issued, nor before the last use, nor before
+        # the copies of the same storage's other members ("each": they read it).
+        siblings = [h for s, h in issued if group_of[s.name] == group_of[source.name]]
+        anchors.append(max(target, last_use, host, *siblings, key=pos.__getitem__))
     for (source, host), anchor in zip(issued, anchors):
         with graph.inserting_after(anchor):
             _new_node(graph, OPS["release"], (source, host), fake_mode)

@@ -150,15 +150,8 @@ def _copy_out(
 
 
 @offload.register_fake
-def _(
-    x: torch.Tensor,
-    pin_memory: bool = True,
-    host_limit: int = -1,
-    pool: str = "",
-    pool_bytes: int = 0,
-    offset: int = 0,
-    slot_bytes: int = 0,
-) -> torch.Tensor:
+def _(x: torch.Tensor, *_settings: object, **_named: object) -> torch.Tensor:
+    # The host copy: x's sizes and strides on the CPU, whatever the settings.
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
 
 
