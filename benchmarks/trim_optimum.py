@@ -66,7 +66,7 @@ def capture(path: str) -> None:
         torch.compile(model, backend=backend)(x)
         plan = backend.plans[-1]
         result[name] = caught[-1] | {
-            "predicted": [plan.predicted_peak_before, plan.predicted_peak_after],
+            "predicted": [plan.baseline.peak, plan.prediction.peak],
             "kept_by_trim": [e.name for e in plan.entries if "keep_if_no_gain" in e.reason],
         }
         print(f"{name}: {len(caught[-1]['groups'])} marked copies", flush=True)

@@ -3,13 +3,14 @@
 Takes: the Dynamo graph and example inputs (a ``torch.compile`` backend call).
 Gives: Inductor's compiled function, compiled with a partitioner that runs
 PyTorch's min-cut partitioner, plans from the saved set it produced, and
-rewrites both graphs before Inductor sees them. The backend records each plan
-in ``backend.plans`` (newest last).
+rewrites both graphs before Inductor sees them. The backend keeps a
+``CompileRecord`` of each compile in ``backend.records`` (newest last; the
+plans alone in ``backend.plans``).
 
 Caching: the partitioner is an Inductor ``CustomPartitionerFn`` whose uuid
 hashes this package's sources, the config and the marks of the graph. The
 AOTAutograd cache is turned off for our compiles, because a hit there would
-skip the partitioner and leave ``backend.plans`` without the plan; Inductor's
+skip the partitioner and leave ``backend.records`` without the record; Inductor's
 FX graph cache stays on and keys on the rewritten graphs themselves.
 """
 
@@ -35,10 +36,14 @@ from offload_pass.enums import PassName
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.marking.markers import offload_marked_modules
+from offload_pass.registry import REGISTRY
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
-from offload_pass.planning.scheduling import Schedule, schedule_copies
+from offload_pass.planning.cost_model import device_profile
+from offload_pass.planning.scheduling import Schedule, check_budget, device_of, schedule_copies
+from offload_pass.planning.step_model import node_times, predict_step
+from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
@@ -47,7 +52,7 @@ from offload_pass.reporting.step_report import StepReport, StepTracker, modules_
 from offload_pass.units import mib
 from offload_pass.views import retrace_view_vals
 from offload_pass.planning.saved_set import check_requested_roles, collect_saved_tensors
-from offload_pass.planning.timeline import Timeline, simulate_step
+from offload_pass.planning.timeline import simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
 
@@ -92,28 +97,34 @@ class _OffloadPartitioner(CustomPartitionerFn):
 class OffloadBackend:
     """A ``torch.compile`` backend that offloads marked activations.
 
-    ``torch.compile(model, backend=OffloadBackend())``; ``plans`` lists the
-    ``OffloadPlan`` of every forward/backward pair it compiled, newest last.
+    ``torch.compile(model, backend=OffloadBackend())``; ``records`` holds a
+    ``CompileRecord`` of every forward/backward pair it compiled, newest last,
+    and ``plans`` their plans. ``keep_graphs=True`` keeps the texts of the
+    graphs before and after the rewrite in each record (graph-diff reports,
+    golden tests).
     """
 
     _is_offload_backend = True
 
-    def __init__(self, config: Optional[OffloadConfig] = None) -> None:
+    def __init__(self, config: Optional[OffloadConfig] = None, *, keep_graphs: bool = False) -> None:
         if config is not None and not isinstance(config, OffloadConfig):
             raise TypeError(f"config must be an OffloadConfig, got {type(config).__name__}")
+        if not isinstance(keep_graphs, bool):
+            raise TypeError(f"keep_graphs must be True or False, got {keep_graphs!r}")
         self.config = OffloadConfig() if config is None else config
-        self.plans: list[OffloadPlan] = []
-        # Renderings of the graphs before / after the rewrite (graph_text),
-        # for graph-diff reports and golden tests; parallel to ``plans``.
-        self.graphs: list[dict[str, str]] = []
-        # Simulated memory timelines before / after, parallel to ``plans``.
-        self.timelines: list[dict[str, Timeline]] = []
+        self.keep_graphs = keep_graphs
+        self.records: list[CompileRecord] = []
         self._steps = StepTracker()
         # The marked models this backend compiled graphs of (naming.marked_roots).
         self._roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
     def __repr__(self) -> str:
-        return f"OffloadBackend({self.config})"
+        return f"OffloadBackend({self.config}" + (", keep_graphs=True)" if self.keep_graphs else ")")
+
+    @property
+    def plans(self) -> list[OffloadPlan]:
+        """The plan of every compile, newest last."""
+        return [r.plan for r in self.records]
 
     def __call__(
         self,
@@ -132,13 +143,13 @@ class OffloadBackend:
             "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root_name(gm)),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
-        planned = len(self.plans)
+        planned = len(self.records)
         self._roots.update(marked_roots(gm))
         with torch._functorch.config.patch(enable_autograd_cache=False):
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
-        if len(self.plans) == planned:  # no backward graph: nothing to offload or report
+        if len(self.records) == planned:  # no backward graph: nothing to offload or report
             return _checking_marks(compiled, active, "a graph")
-        plan_index = len(self.plans) - 1
+        plan_index = len(self.records) - 1
         return _checking_marks(
             compiled, active, f"graph {plan_index}",
             on_call=lambda outputs: self._steps.forward_called(
@@ -168,18 +179,26 @@ class OffloadBackend:
         (``naming.frame_root_name``)."""
         annotate_requests(joint.graph, active[-1] if active else None)
         fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
-        graph_id = f"graph {len(self.plans)}"
+        graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
         saved = _saved_set(fw_gm, bw_gm, graph_id, kwargs.get("static_lifetime_input_indices") or (), prefix)
         plan = plan_saved_tensors(saved, self.config, graph_id)
-        before = {"forward_before": render_graph(fw_gm), "backward_before": render_graph(bw_gm)}
+        before = (render_graph(fw_gm), render_graph(bw_gm)) if self.keep_graphs else None
         count_cpu = _runs_on_cpu(fw_gm, graph_id)
         timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
+        profile = device_profile(device_of(fw_gm), self.config.bandwidth_gbps)
+        times = node_times(fw_gm, bw_gm, profile)
+        baseline = predict_step(fw_gm, bw_gm, timeline_before, times, profile)
         lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
-        schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, self.config)
+        schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, self.config)
         fw_gm, bw_gm = self._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
         timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
-        self._record(schedule.plan, {"before": timeline_before, "after": timeline_after}, before, fw_gm, bw_gm)
+        plan = schedule.plan
+        plan.baseline = baseline
+        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
+        check_budget(plan, self.config)
+        texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
+        self._record(CompileRecord(plan, timeline_before, timeline_after, texts))
         return fw_gm, bw_gm
 
     def _rewrite(
@@ -201,15 +220,10 @@ class OffloadBackend:
         )
         return fw_gm, bw_gm
 
-    def _record(
-        self, plan: OffloadPlan, timelines: dict, before: dict, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule
-    ) -> None:
-        """Keep the plan, its timelines and graph texts; log what was done."""
-        plan.predicted_peak_before = timelines["before"].peak
-        plan.predicted_peak_after = timelines["after"].peak
-        self.plans.append(plan)
-        self.timelines.append(timelines)
-        self.graphs.append({**before, "forward": render_graph(fw_gm), "backward": render_graph(bw_gm)})
+    def _record(self, record: CompileRecord) -> None:
+        """Keep the record; log what was done."""
+        self.records.append(record)
+        plan = record.plan
         log.info(
             "offload_pass: %s offloads %d saved tensors (%.1f MiB), keeps %.1f MiB",
             plan.graph_id, len(plan.offloaded), mib(plan.offloaded_bytes), mib(plan.kept_bytes),
@@ -248,12 +262,9 @@ def _warn_unoffloaded_marks(report: StepReport, roots: Sequence[torch.nn.Module]
     offload in ``roots`` that nothing of it was offloaded, and why."""
     for name, why in modules_without_offload(report, offload_marked_modules(roots)):
         message = f"offload_pass: module {name or '<root>'} is marked for offload but nothing it saves was offloaded in step 1: {why}"
-        if message not in _warned_marks:
-            _warned_marks.add(message)
+        if message not in REGISTRY.warned_marks:
+            REGISTRY.warned_marks.add(message)
             warnings.warn(message, RuntimeWarning, stacklevel=2)
-
-
-_warned_marks: set[str] = set()
 
 
 def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id: str) -> None:
@@ -337,10 +348,13 @@ def _checking_marks(
     return run
 
 
-def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) -> OffloadBackend:
-    """A backend with its own config and its own ``plans``.
+def make_backend(
+    config: Optional[OffloadConfig] = None, *, keep_graphs: bool = False, **overrides: object
+) -> OffloadBackend:
+    """A backend with its own config and its own ``records``.
 
-    ``make_backend(min_bytes=0, prefetch=1)`` or ``make_backend(OffloadConfig(...))``.
+    ``make_backend(min_bytes=0, prefetch=1)`` or ``make_backend(OffloadConfig(...))``;
+    ``keep_graphs=True`` keeps the graph texts (``OffloadBackend``).
     """
     if config is not None and not isinstance(config, OffloadConfig):
         raise TypeError(
@@ -348,7 +362,7 @@ def make_backend(config: Optional[OffloadConfig] = None, **overrides: object) ->
             "pass settings as keywords: make_backend(min_bytes=0)"
         )
     base = OffloadConfig() if config is None else config
-    return OffloadBackend(base.replace(**overrides) if overrides else base)
+    return OffloadBackend(base.replace(**overrides) if overrides else base, keep_graphs=keep_graphs)
 
 
 offload_backend = OffloadBackend()

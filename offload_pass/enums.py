@@ -42,31 +42,31 @@ class Word(str, enum.Enum):
 class Mode(Word):
     """OffloadConfig.mode: which marked tensors are offloaded."""
 
-    MARKED = "marked"
-    AUTO = "auto"
-    BUDGET = "budget"
+    MARKED = "marked"  # every one the marks ask for (less what keep_if_no_gain trims)
+    AUTO = "auto"  # the set freeing the most at the peak within max_overhead
+    BUDGET = "budget"  # the set reaching memory_budget with the least slowdown
 
 
 class ScheduleKind(Word):
     """OffloadConfig.schedule: where releases and reloads go."""
 
-    COST = "cost"
-    FIXED = "fixed"
+    COST = "cost"  # from the cost model: node times, copy bandwidth, simulated memory
+    FIXED = "fixed"  # releases max_inflight copies later, reloads prefetch ahead
 
 
 class PassName(Word):
     """Passes that OffloadConfig.disabled_passes can turn off."""
 
-    OFFLOAD = "offload"
-    HOST_POOL = "host_pool"
-    INVARIANTS = "invariants"
+    OFFLOAD = "offload"  # the rewrite; off, the plan is still recorded
+    HOST_POOL = "host_pool"  # one host buffer per call; off, each copy allocated alone
+    INVARIANTS = "invariants"  # the check of the rewritten graphs
 
 
 class Decision(Word):
     """A plan entry's decision for one saved tensor."""
 
-    OFFLOAD = "offload"
-    KEEP = "keep"
+    OFFLOAD = "offload"  # copied to host in the forward, reloaded for the backward
+    KEEP = "keep"  # stays on device
 
 
 class CopyKind(Word):
@@ -80,8 +80,8 @@ class CopyKind(Word):
 class SavedKind(Word):
     """What a saved tensor is (saved_set.SavedTensor.kind)."""
 
-    ACTIVATION = "activation"
-    PARAMETER = "parameter"
-    INPUT = "input"
-    OUTPUT = "output"
-    SYMINT = "symint"
+    ACTIVATION = "activation"  # computed by the forward graph
+    PARAMETER = "parameter"  # a static graph input (a parameter or buffer)
+    INPUT = "input"  # any other graph input
+    OUTPUT = "output"  # computed, and also an output of the forward graph
+    SYMINT = "symint"  # a symbolic int, not a tensor

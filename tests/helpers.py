@@ -34,7 +34,7 @@ def assert_same_training(
     plain inductor; losses and grads must match at every step. Returns the backend."""
     reference = copy.deepcopy(model)
     mark(model)
-    backend = offload_pass.make_backend(**({"min_bytes": 0, "keep_if_no_gain": False} | config))
+    backend = offload_pass.make_backend(keep_graphs=True, **({"min_bytes": 0, "keep_if_no_gain": False} | config))
     got = train_steps(model, backend, inputs, steps, step, compile_kwargs)
     torch._dynamo.reset()
     want = train_steps(reference, "inductor", inputs, steps, step, compile_kwargs)

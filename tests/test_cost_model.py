@@ -176,8 +176,8 @@ def test_copy_bound_forward_stays_under_the_ideal_peak():
 
     backend = assert_same_training(model, mark, (torch.randn(2, 64, 64),), keep_if_no_gain=True, bandwidth_gbps=0.4)
     plan = backend.plans[-1]
-    assert plan.predicted_ideal_peak is not None
-    assert plan.predicted_peak_after == plan.predicted_ideal_peak, str(plan)
+    assert plan.ideal_peak is not None
+    assert plan.prediction.peak == plan.ideal_peak, str(plan)
     assert "every copy off the device between its uses" in str(plan)
 
 
@@ -294,7 +294,7 @@ def test_schedules_keep_gradients_exact(schedule):
     if schedule == "cost":
         # One issue point per copy, each a node of the backward graph.
         assert set(plan.reload_before) == {g.storage for g in plan.groups}
-        backward = backend.graphs[-1]["backward"]
+        backward = backend.records[-1].graphs.backward
         lines = backward.splitlines()
         for group in plan.groups:
             node = plan.reload_before[group.storage]
@@ -305,7 +305,7 @@ def test_schedules_keep_gradients_exact(schedule):
             # reloads / waits placed there).
             following = next(l for l in lines[reload_line + 1 :] if "[offload_pass]" not in l)
             assert following.startswith(f"{node} = ") or following.startswith(f"{node}:"), (group, node, following)
-        assert plan.cost_profile == "cpu defaults"
+        assert plan.prediction.times == "estimated (cpu defaults)"
     else:
         assert plan.reload_before == {}
 
@@ -320,5 +320,5 @@ def test_keep_if_no_gain_on_a_real_graph():
     # marked would give.
     torch._dynamo.reset()
     full = _decoder_run(keep_if_no_gain=False).plans[-1]
-    assert plan.predicted_peak_after <= full.predicted_peak_after
+    assert plan.prediction.peak <= full.prediction.peak
     assert plan.offloaded_bytes < full.offloaded_bytes

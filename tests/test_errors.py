@@ -105,12 +105,12 @@ def test_config_errors():
 
 def test_disabled_pass_plans_without_rewrite(model):
     offload_pass.offload_modules(model, "layers.0.mlp")
-    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, disabled_passes=("offload",))
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, disabled_passes=("offload",), keep_graphs=True)
     torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
     plan = backend.plans[-1]
     assert plan.offloaded == ["mm_2", "view_8"] and not plan.rewritten
-    graphs = backend.graphs[-1]
-    assert graphs["forward"] == graphs["forward_before"]
+    graphs = backend.records[-1].graphs
+    assert graphs.forward == graphs.forward_before
     assert "(rewrite disabled)" in str(plan)
 
 

@@ -91,7 +91,7 @@ class OffsetView(nn.Module):
 def test_reload_keeps_the_alignment_of_a_view():
     torch.manual_seed(0)
     backend = assert_same_training(OffsetView(), lambda m: None, (torch.randn(4, 8),), atol=0, rtol=0)
-    backward = backend.graphs[-1]["backward"]
+    backward = backend.records[-1].graphs.backward
     assert re.search(r"= offload_pass\.reload\(\w+, cpu, 1\)", backward), backward
 
 

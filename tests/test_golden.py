@@ -34,18 +34,18 @@ CASES = {
 def render_case(name):
     model = make_decoder(layers=1, hidden=32, heads=4)
     CASES[name](model)
-    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, keep_graphs=True)
     torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
-    graphs = backend.graphs[-1]
+    graphs = backend.records[-1].graphs
     return (
         f"# torch {TORCH}; regenerate: OFFLOAD_PASS_UPDATE_GOLDEN=1 pytest tests/test_golden.py\n"
         f"{backend.plans[-1]}\n\n"
         f"## forward (diff against the partitioner's graph)\n"
-        f"{offload_pass.graph_diff(graphs['forward_before'], graphs['forward'], 'forward')}\n"
+        f"{offload_pass.graph_diff(graphs.forward_before, graphs.forward, 'forward')}\n"
         f"## backward (diff against the partitioner's graph)\n"
-        f"{offload_pass.graph_diff(graphs['backward_before'], graphs['backward'], 'backward')}\n"
-        f"## forward (rewritten)\n{graphs['forward']}\n"
-        f"## backward (rewritten)\n{graphs['backward']}"
+        f"{offload_pass.graph_diff(graphs.backward_before, graphs.backward, 'backward')}\n"
+        f"## forward (rewritten)\n{graphs.forward}\n"
+        f"## backward (rewritten)\n{graphs.backward}"
     )
 
 

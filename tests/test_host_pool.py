@@ -55,7 +55,7 @@ def test_pool_is_sized_by_the_plan_and_reused_every_step(device):
     backend = assert_same_training(decoder(device), ATTN_MLP, (x,), steps=3)
     plan = backend.plans[-1]
     pool_bytes, slots = plan.host_pool
-    copied = [n for n in backend.graphs[-1]["forward"].splitlines() if "offload_pass.offload(" in n]
+    copied = [n for n in backend.records[-1].graphs.forward.splitlines() if "offload_pass.offload(" in n]
     assert slots == len(copied) == len(plan.groups) > 0
     # Exactly the copies' bytes (dense here), each rounded up to a page: no
     # power-of-two rounding.
@@ -137,7 +137,7 @@ def test_host_pool_can_be_disabled_by_name():
     )
     plan = backend.plans[-1]
     assert plan.groups and plan.host_pool is None and "host pool" not in str(plan)
-    offloads = [n for n in backend.graphs[-1]["forward"].splitlines() if "offload_pass.offload(" in n]
+    offloads = [n for n in backend.records[-1].graphs.forward.splitlines() if "offload_pass.offload(" in n]
     assert offloads and all(", True, -1)" in n for n in offloads)
     assert pools_since(before)["arenas"] == 0
 

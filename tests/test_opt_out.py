@@ -190,7 +190,7 @@ def test_keep_marks_alone_add_no_nodes_and_no_copies():
     x = torch.randn(8, 16)
     runtime.reset_stats()
     backend = assert_same_training(Net(), lambda m: offload_pass.keep_modules(m, "block"), (x,))
-    graphs = backend.graphs[-1]
-    assert graphs["forward"] == graphs["forward_before"]
-    assert graphs["backward"] == graphs["backward_before"]
+    graphs = backend.records[-1].graphs
+    assert graphs.forward == graphs.forward_before
+    assert graphs.backward == graphs.backward_before
     assert runtime.stats()["offload_calls"] == 0

@@ -313,11 +313,20 @@ class LeavesRegionOpen(nn.Module):
 
 
 def test_region_left_open_past_a_marked_module_is_an_error_naming_it():
+    keeping = offload_pass.marking.mark_keeping
+    bucket = keeping._get_bucket() if keeping.CACHE_BUCKETS else None
     model = nn.Sequential(LeavesRegionOpen())
     offload_pass.offload_modules(model, "0")
     with pytest.raises(RuntimeError, match=r"module 0 ended while the offload_region opened at .*test_reliability.py:\d+ in forward was still open"):
         model(torch.randn(4, 16))
-    assert offload_pass.marking.mark_keeping.active_marks() == ()  # nothing leaks into later calls
+    assert keeping.active_marks() == ()  # nothing leaks into later calls
+    # The region was closed then, not when the garbage collector takes it:
+    # its exit would put module 0's annotation (and cache bucket) back into
+    # torch's state, and a later, unmarked model would trace under it.
+    del model
+    gc.collect()
+    assert "custom" not in torch.fx.traceback.current_meta, torch.fx.traceback.current_meta
+    assert (keeping._get_bucket() if keeping.CACHE_BUCKETS else None) == bucket
 
 
 class Checkpointed(nn.Module):

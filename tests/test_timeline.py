@@ -68,7 +68,7 @@ def test_forward_end_holds_exactly_the_saved_tensors():
     offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     torch.compile(model, backend=backend)(torch.randn(2, 16, 64)).backward()
-    timeline = backend.timelines[-1]["before"]
+    timeline = backend.records[-1].timeline_before
     plan = backend.plans[-1]
     saved = sum(e.nbytes for e in plan.entries if e.op != "placeholder")
     loss = 4  # the float32 scalar the forward returns
@@ -102,7 +102,8 @@ def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
     # backward: inputs that die there, all three outputs and the kernel's
     # scratch at once. The timeline used to count the outputs only after the
     # inputs were freed, and no scratch: 300 MiB under the measured peak.
-    from offload_pass.planning import timeline as tl, workspace
+    from offload_pass.planning import timeline as tl
+    from offload_pass.registry import REGISTRY
 
     aten = torch.ops.aten
     g = fx.Graph()
@@ -121,7 +122,7 @@ def test_a_node_holds_its_dying_inputs_its_outputs_and_its_scratch(monkeypatch):
     c = g.call_function(aten.mm.default, (v, v))
     c.meta["val"] = _meta(4, 4)
     g.output((c,))
-    monkeypatch.setitem(workspace._WORKSPACE, aten.var_mean.correction, lambda node: 1000)
+    monkeypatch.setitem(REGISTRY.workspaces, aten.var_mean.correction, lambda node: 1000)
     gm = fx.GraphModule(torch.nn.Module(), g)
     empty = fx.GraphModule(torch.nn.Module(), fx.Graph())
     empty.graph.output(())

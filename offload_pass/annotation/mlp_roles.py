@@ -66,32 +66,27 @@ def _passes_through(node: fx.Node) -> bool:
     return node.op == "call_function" and (node.target in _PASS_THROUGH or is_view_node(node))
 
 
-def _roots_before(node: object) -> list[fx.Node]:
-    """Storage owners of ``node`` and of what it passes through from."""
+def _roots(node: object, direction: str, source: Optional[str] = None) -> list[fx.Node]:
+    """Storage owners of ``node`` and of what it passes through: ``"before"``,
+    the values it was passed through from; ``"after"``, the values that ops
+    of ``source`` pass it through to."""
     if not isinstance(node, fx.Node):
         return []
     found, pending = [], [node]
     while pending:
         current = pending.pop()
         root = storage_root(current)[0]
-        if root not in found:
+        if direction == "after":
+            if root not in found:
+                found.append(root)
+            pending.extend(
+                user for user in current.users
+                if _passes_through(user) and _source(user) == source and user not in found
+            )
+        elif root not in found:
             found.append(root)
             if _passes_through(root):
                 pending.extend(a for a in root.all_input_nodes if _is_float(a))
-    return found
-
-
-def _roots_after(node: fx.Node, source: str) -> list[fx.Node]:
-    """Storage owners of ``node`` and of what passes it through, inside ``source``."""
-    found, pending = [], [node]
-    while pending:
-        current = pending.pop()
-        root = storage_root(current)[0]
-        if root not in found:
-            found.append(root)
-        for user in current.users:
-            if _passes_through(user) and _source(user) == source and user not in found:
-                pending.append(user)
     return found
 
 
@@ -157,10 +152,10 @@ def mlp_roles(graph: fx.Graph) -> MlpRoles:
                 continue
             sources.add(source)
             for first in firsts:
-                for root in _roots_before(first.args[_MATMULS[first.target]]):
+                for root in _roots(first.args[_MATMULS[first.target]], "before"):
                     roles.setdefault(root, ("fc1", first))
-                for root in _roots_after(first, source):
+                for root in _roots(first, "after", source):
                     roles.setdefault(root, ("act", first))
-            for root in _roots_before(second.args[_MATMULS[second.target]]):
+            for root in _roots(second.args[_MATMULS[second.target]], "before"):
                 roles.setdefault(root, ("fc2", second))
     return MlpRoles(roles, sources)

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     reference = copy.deepcopy(model)
     marked = offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
     print(f"marked: {', '.join(marked)}")
-    backend = offload_pass.make_backend(min_bytes=0 if not on_gpu else 1 << 20)
+    backend = offload_pass.make_backend(min_bytes=0 if not on_gpu else 1 << 20, keep_graphs=True)
     x = torch.randn(2, seq, hidden, device=args.device, dtype=dtype)
 
     loss, grads, peak = _step(model, backend, x)
@@ -62,12 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     ref_loss, ref_grads, ref_peak = _step(reference, "inductor", x)
 
     plan = backend.plans[-1]
-    graphs = backend.graphs[-1]
+    graphs = backend.records[-1].graphs
     print()
     print(plan)
     print()
-    print(offload_pass.graph_diff(graphs["forward_before"], graphs["forward"], "forward"))
-    print(offload_pass.graph_diff(graphs["backward_before"], graphs["backward"], "backward"))
+    print(offload_pass.graph_diff(graphs.forward_before, graphs.forward, "forward"))
+    print(offload_pass.graph_diff(graphs.backward_before, graphs.backward, "backward"))
     same = torch.equal(loss, ref_loss) and all(torch.equal(grads[n], ref_grads[n]) for n in grads)
     print(backend.last_step())  # every graph of the step (graph breaks make several)
     print(f"loss and gradients identical to plain Inductor: {same}")

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sys.path.insert(0, "")
     model, inputs = _load(args.factory)
-    backend = make_backend(min_bytes=args.min_bytes)
+    backend = make_backend(min_bytes=args.min_bytes, keep_graphs=args.graphs != "none")
     out = torch.compile(model, backend=backend)(*inputs)
     loss = out if isinstance(out, torch.Tensor) and out.dim() == 0 else sum(
         o.float().sum() for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)
@@ -67,14 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     if not backend.plans:
         print("explain: nothing was compiled with gradients (no backward graph, so no plan)")
         return 1
-    for plan, graphs in zip(backend.plans, backend.graphs):
+    for record in backend.records:
+        plan = record.plan
         print(plan)
         print()
+        graphs = record.graph_texts
         if args.graphs == "diff":
-            print(graph_diff(graphs["forward_before"], graphs["forward"], f"{plan.graph_id} forward"))
-            print(graph_diff(graphs["backward_before"], graphs["backward"], f"{plan.graph_id} backward"))
+            print(graph_diff(graphs.forward_before, graphs.forward, f"{plan.graph_id} forward"))
+            print(graph_diff(graphs.backward_before, graphs.backward, f"{plan.graph_id} backward"))
         elif args.graphs == "full":
-            print(f"## {plan.graph_id} forward\n{graphs['forward']}\n## {plan.graph_id} backward\n{graphs['backward']}")
+            print(f"## {plan.graph_id} forward\n{graphs.forward}\n## {plan.graph_id} backward\n{graphs.backward}")
     print(backend.last_step())
     return 0
 

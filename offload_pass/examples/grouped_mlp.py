@@ -187,11 +187,8 @@ def _grouped_mlp_bwd(grad_out, x, act_input, fc2_input, w1, w2, tokens_per_exper
 @torch.library.custom_op("offload_pass::grouped_mlp_bwd", mutates_args=())
 def grouped_mlp_bwd(
     grad_out: torch.Tensor,
-    x: torch.Tensor,
-    act_input: torch.Tensor,
-    fc2_input: torch.Tensor,
-    w1: torch.Tensor,
-    w2: torch.Tensor,
+    # What the forward saved, in ``ctx.saved_tensors`` order:
+    x: torch.Tensor, act_input: torch.Tensor, fc2_input: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
     tokens_per_expert: list[int],
     activation: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -285,16 +282,11 @@ def round_robin_counts(tokens: int, num_experts: int) -> list[int]:
     return [(tokens - e + num_experts - 1) // num_experts for e in range(num_experts)]
 
 
-class GroupedMLP(nn.Module):
-    """Experts of an MoE layer over expert-sorted tokens, one fused op each way.
-
-    ``forward(x, tokens_per_expert)``: ``x`` [T, hidden] sorted by expert;
-    ``tokens_per_expert``: E Python ints (a tensor works in eager, at the cost
-    of a host sync and, under torch.compile, a graph break). Returns [T, hidden].
-    """
-
-    # Sub-op roles of the fused op's saved tensors, for markers' ``roles=``.
-    offload_roles = ("fc1", "act", "fc2")
+class _ExpertsModule(nn.Module):
+    """A module built from an experts configuration: ``hidden`` and ``ffn``
+    sizes, ``num_experts``, the ``activation`` (one of ``ACTIVATIONS``) and
+    the parameters' ``dtype`` and ``device``. Subclasses build their layers in
+    ``_build``."""
 
     def __init__(
         self,
@@ -306,6 +298,24 @@ class GroupedMLP(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        self._build(hidden, ffn, num_experts, activation, dtype, device)
+
+    def _build(self, hidden, ffn, num_experts, activation, dtype, device) -> None:
+        raise NotImplementedError
+
+
+class GroupedMLP(_ExpertsModule):
+    """Experts of an MoE layer over expert-sorted tokens, one fused op each way.
+
+    ``forward(x, tokens_per_expert)``: ``x`` [T, hidden] sorted by expert;
+    ``tokens_per_expert``: E Python ints (a tensor works in eager, at the cost
+    of a host sync and, under torch.compile, a graph break). Returns [T, hidden].
+    """
+
+    # Sub-op roles of the fused op's saved tensors, for markers' ``roles=``.
+    offload_roles = ("fc1", "act", "fc2")
+
+    def _build(self, hidden, ffn, num_experts, activation, dtype, device) -> None:
         if activation not in ACTIVATIONS:
             raise ValueError(f"GroupedMLP: activation {activation!r} is not one of {ACTIVATIONS}")
         self.activation = activation
@@ -324,7 +334,7 @@ class GroupedMLP(nn.Module):
         return out
 
 
-class MoEBlock(nn.Module):
+class MoEBlock(_ExpertsModule):
     """``x + unroute(experts(route(proj_in(x))))`` over x [..., hidden].
 
     Routing is fixed: token i goes to expert i % E. That keeps the token counts
@@ -333,16 +343,7 @@ class MoEBlock(nn.Module):
     its counts on the host (a sync and a graph break) before the fused op.
     """
 
-    def __init__(
-        self,
-        hidden: int,
-        ffn: int,
-        num_experts: int,
-        activation: str = "swiglu",
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-    ) -> None:
-        super().__init__()
+    def _build(self, hidden, ffn, num_experts, activation, dtype, device) -> None:
         self.num_experts = num_experts
         self.proj_in = nn.Linear(hidden, hidden, dtype=dtype, device=device)
         self.experts = GroupedMLP(hidden, ffn, num_experts, activation, dtype=dtype, device=device)

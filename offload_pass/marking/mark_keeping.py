@@ -23,11 +23,14 @@ Why each trick is needed:
   (``skip_frames``): a frame Dynamo runs eagerly calls them.
 - A forward traced under another backend warns once
   (``_check_backend_for_marks``), since the marks would do nothing there.
+
+All of it is kept in ``MARKS`` (a ``MarkStack``), the one instance.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import types
 import warnings
@@ -43,6 +46,8 @@ from offload_pass.meta_keys import MARK_KEY
 __all__ = [
     "CACHE_BUCKETS",
     "EagerRegion",
+    "MARKS",
+    "MarkStack",
     "active_mark_key",
     "active_marks",
     "install_forward",
@@ -53,18 +58,87 @@ __all__ = [
 
 _ORIG_FORWARD = "_offload_pass_orig_forward"
 
-# Marks of the marked modules and regions running eagerly now, outermost
-# first. A module or region runs eagerly when nothing is compiled, or when
-# Dynamo broke the graph inside it and runs that frame without compiling it;
-# the functions it calls are then compiled as frames of their own, whose
-# graphs carry no annotation: the backend reads their marks from here.
-_ACTIVE: list[Mark] = []
-_ACTIVE_KEYS: list[str] = []  # mark_key of each prefix of _ACTIVE
+
+@dataclasses.dataclass
+class MarkStack:
+    """Everything mark keeping remembers: the marks running eagerly now, and
+    what keeps compiled frames apart by mark (see the comment above
+    ``CACHE_BUCKETS``)."""
+
+    # Marks of the marked modules and regions running eagerly now, outermost
+    # first. A module or region runs eagerly when nothing is compiled, or when
+    # Dynamo broke the graph inside it and runs that frame without compiling
+    # it; the functions it calls are then compiled as frames of their own,
+    # whose graphs carry no annotation: the backend reads their marks from here.
+    marks: list[Mark] = dataclasses.field(default_factory=list)
+    keys: list[str] = dataclasses.field(default_factory=list)  # mark_key of each prefix of marks
+    # How to close each entry if it is left open: a region's exit (a region
+    # may be entered by hand), None for a module's forward (a with block).
+    closers: list[Optional[Callable[[], object]]] = dataclasses.field(default_factory=list)
+    # (bucket current on entry, mark key) -> Dynamo compile-cache bucket.
+    buckets: dict[tuple[int, str], int] = dataclasses.field(default_factory=dict)
+    # (forward function, mark key) -> the copy of it that runs under that mark.
+    forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = dataclasses.field(default_factory=dict)
+    warned: set[str] = dataclasses.field(default_factory=set)  # warnings already given
+
+    def push(self, mark: Mark, close: Optional[Callable[[], object]]) -> None:
+        self.marks.append(mark)
+        self.keys.append(mark_key(self.marks))
+        self.closers.append(close)
+
+    def close_above(self, mark: Mark) -> list[Mark]:
+        """Close the entries above ``mark`` (regions opened inside its block
+        and left open), innermost first; returns their marks, outermost first."""
+        index = self._index(mark)
+        if index is None:
+            return []
+        left_open = self.marks[index + 1:]
+        while len(self.marks) > index + 1:
+            depth, close = len(self.marks), self.closers[-1]
+            try:
+                if close is not None:
+                    close()  # a region's exit: pops its entry, puts back its bucket and annotation
+            finally:
+                self._truncate(depth - 1)
+        return left_open
+
+    def pop(self, mark: Mark) -> None:
+        """Drop ``mark`` and anything above it (nothing, after ``close_above``)."""
+        index = self._index(mark)
+        if index is not None:
+            self._truncate(index)
+
+    def _index(self, mark: Mark) -> Optional[int]:
+        return next((i for i in range(len(self.marks) - 1, -1, -1) if self.marks[i] is mark), None)
+
+    def _truncate(self, depth: int) -> None:
+        del self.marks[depth:], self.keys[depth:], self.closers[depth:]
+
+    def reset(self) -> None:
+        """Forget the warnings given, as a fresh import has. Refused inside a
+        marked module or region: the stack belongs to the frames running now.
+
+        The cache buckets and the forward copies are kept. Each is a function
+        of its key, valid for the life of the process, and Dynamo files the
+        frames it compiled under a mark in them: dropped, the next call under
+        the same mark would draw a new bucket (or code copy) and compile again,
+        leaving the frames of the old one unreachable in Dynamo's caches.
+        """
+        if self.marks:
+            raise RuntimeError(
+                "offload_pass: mark state reset inside "
+                + ", ".join(m.where or m.source for m in self.marks)
+                + "; reset outside marked modules and offload regions"
+            )
+        self.warned.clear()
+
+
+MARKS = MarkStack()
 
 
 def active_marks() -> tuple[Mark, ...]:
     """Marks of the marked modules and regions running eagerly now, outermost first."""
-    return tuple(_ACTIVE)
+    return tuple(MARKS.marks)
 
 
 def mark_key(marks: Sequence[Mark]) -> str:
@@ -78,7 +152,8 @@ def mark_key(marks: Sequence[Mark]) -> str:
 
 def active_mark_key() -> str:
     """``mark_key(active_marks())``, without building it (called per graph call)."""
-    return _ACTIVE_KEYS[-1] if _ACTIVE_KEYS else ""
+    keys = MARKS.keys
+    return keys[-1] if keys else ""
 
 
 # Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
@@ -97,8 +172,6 @@ _eval_frame = torch._C._dynamo.eval_frame
 _set_bucket = getattr(_eval_frame, "set_eval_frame_isolate_recompiles_id", None)
 _get_bucket = getattr(_eval_frame, "get_eval_frame_isolate_recompiles_id", None)
 CACHE_BUCKETS = _set_bucket is not None and _get_bucket is not None
-_buckets: dict[tuple[int, str], int] = {}
-_forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = {}
 
 
 def _enter_bucket(key: str) -> Optional[int]:
@@ -107,13 +180,13 @@ def _enter_bucket(key: str) -> Optional[int]:
     if not CACHE_BUCKETS:
         return None
     prior = _get_bucket()
-    bucket = _buckets.get((prior, key))
+    bucket = MARKS.buckets.get((prior, key))
     if bucket is None:
         # Drawn from torch's own counter, so it never collides with a bucket
         # of torch.compile(isolate_recompiles=True).
         from torch._dynamo import eval_frame
 
-        bucket = _buckets[(prior, key)] = next(eval_frame._next_isolate_recompiles_id)
+        bucket = MARKS.buckets[(prior, key)] = next(eval_frame._next_isolate_recompiles_id)
     _set_bucket(bucket)
     return prior
 
@@ -130,7 +203,7 @@ def _forward_for_marks(orig: Callable, key: str) -> Callable:
     owner = getattr(orig, "__self__", None)
     if not isinstance(func, types.FunctionType) or owner is None:
         return orig
-    copy = _forward_copies.get((func, key))
+    copy = MARKS.forward_copies.get((func, key))
     if copy is None:
         code = func.__code__
         # An extra, unused constant makes the copy differ from the original by
@@ -139,7 +212,7 @@ def _forward_for_marks(orig: Callable, key: str) -> Callable:
         copy = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
         copy.__kwdefaults__ = func.__kwdefaults__
         copy.__qualname__ = func.__qualname__
-        _forward_copies[(func, key)] = copy
+        MARKS.forward_copies[(func, key)] = copy
     return types.MethodType(copy, owner)
 
 
@@ -154,23 +227,26 @@ def _dynamo_running() -> bool:
 
 
 @contextlib.contextmanager
-def _eager_mark(mark: Mark, what: str) -> Iterator[None]:
-    """``mark`` is active (and its cache bucket current) inside the block.
+def _eager_mark(mark: Mark, what: str, close: Optional[Callable[[], object]] = None) -> Iterator[None]:
+    """``mark`` is active (and its cache bucket current) inside the block;
+    ``close`` ends it if it is left open (a region's exit).
 
     A region left open inside the block (entered by hand, never exited)
-    would mark everything after it: that is an error naming where it opened.
+    would mark everything after it: it is closed here, and that is an error
+    naming where it opened. Closed now, while the block's own annotation is
+    still in place (callers enter ``annotate`` outside this block), it puts
+    back the annotation and cache bucket it replaced. Left to the garbage
+    collector, its suspended exits would put them back at some later moment,
+    into whatever runs then (an unmarked model would trace under this mark).
     """
-    _ACTIVE.append(mark)
-    _ACTIVE_KEYS.append(mark_key(_ACTIVE))
-    prior = _enter_bucket(_ACTIVE_KEYS[-1])
+    MARKS.push(mark, close)
+    prior = _enter_bucket(MARKS.keys[-1])
     try:
         yield
     finally:
+        left_open = MARKS.close_above(mark)
         _leave_bucket(prior)
-        index = next((i for i in range(len(_ACTIVE) - 1, -1, -1) if _ACTIVE[i] is mark), -1)
-        left_open = _ACTIVE[index + 1:]
-        del _ACTIVE[max(index, 0):]
-        del _ACTIVE_KEYS[len(_ACTIVE):]
+        MARKS.pop(mark)
     if left_open:
         places = ", ".join(m.where or "?" for m in left_open)
         raise RuntimeError(
@@ -178,6 +254,12 @@ def _eager_mark(mark: Mark, what: str) -> Iterator[None]:
             "still open; open regions with `with offload_pass.offload_region():` so each "
             "closes in the function that opens it"
         )
+
+
+# How many backend wrappers (Dynamo's, DDPOptimizer, a user's) to look through
+# for the offload backend. A chain of them is a few deep; the bound only ends
+# the walk where wrappers refer back to one another, which would loop forever.
+_MAX_BACKEND_WRAPPERS = 16
 
 
 def _check_backend_for_marks() -> bool:
@@ -188,7 +270,7 @@ def _check_backend_for_marks() -> bool:
 
         fn = InstructionTranslator.current_tx().output.compiler_fn
         seen = 0
-        while fn is not None and seen < 16:
+        while fn is not None and seen < _MAX_BACKEND_WRAPPERS:
             if getattr(fn, "_is_offload_backend", False):
                 return True
             fn = (
@@ -209,12 +291,11 @@ def _check_backend_for_marks() -> bool:
 
 
 _check_backend_traced = torch._dynamo.assume_constant_result(_check_backend_for_marks)
-_warned: set[str] = set()
 
 
 def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
+    if message not in MARKS.warned:
+        MARKS.warned.add(message)
         warnings.warn(message, stacklevel=3)
 
 
@@ -238,8 +319,9 @@ def install_forward(module: nn.Module, mark: Mark) -> None:
         # graph around this call and compiles the frames inside on their
         # own. Those graphs carry no annotation, so the backend reads the
         # marks of the modules running now from this stack.
-        with _eager_mark(mark, what):
-            with annotate({MARK_KEY: custom}):
+        # The annotation outside the mark: see _eager_mark.
+        with annotate({MARK_KEY: custom}):
+            with _eager_mark(mark, what):
                 if _dynamo_running():
                     return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
                 return orig(*args, **kwargs)
@@ -284,8 +366,9 @@ class EagerRegion:
                 "of the region, or mark the module with offload_modules (module marks "
                 "survive graph breaks)."
             )
-        self._stack.enter_context(_eager_mark(self.mark, f"the offload_region at {where}"))
+        # The annotation outside the mark: see _eager_mark.
         self._stack.enter_context(annotate({MARK_KEY: self.mark.to_custom()}))
+        self._stack.enter_context(_eager_mark(self.mark, f"the offload_region at {where}", self._stack.close))
 
     def __exit__(self, *exc: object) -> bool:
         return bool(self._stack.__exit__(*exc))
@@ -307,6 +390,7 @@ def skip_frames(*fns: Callable) -> None:
 # offload_region calls.
 skip_frames(
     EagerRegion.__enter__, EagerRegion.__exit__, _eager_mark.__wrapped__,
+    MarkStack.push, MarkStack.close_above, MarkStack.pop, MarkStack._index, MarkStack._truncate,
     _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
     Mark.__init__, Mark.for_region, Mark.to_custom,
 )

@@ -22,19 +22,18 @@ from typing import Optional
 import torch.fx as fx
 import torch.nn as nn
 
-__all__ = ["remember_module_names", "module_name", "clean_dynamo_path", "frame_root_name", "marked_roots"]
+from offload_pass.registry import REGISTRY
 
-# id(module or parameter) -> (weak reference to it, qualified name from the
-# marked root). The weak reference tells a live object from a dead one whose
-# id was reused.
-_NAMES: dict[int, tuple[weakref.ref, str, weakref.ref]] = {}
+__all__ = ["remember_module_names", "module_name", "clean_dynamo_path", "frame_root_name", "marked_roots"]
 
 
 def _remember(obj: object, name: str, root: weakref.ref) -> None:
+    """Record ``obj``'s name in ``REGISTRY.module_names`` (its entry goes when it dies)."""
     key = id(obj)
-    known = _NAMES.get(key)
+    names = REGISTRY.module_names
+    known = names.get(key)
     if known is None or known[0]() is not obj:
-        _NAMES[key] = (weakref.ref(obj, lambda _ref, key=key: _NAMES.pop(key, None)), name, root)
+        names[key] = (weakref.ref(obj, lambda _ref, key=key: REGISTRY.module_names.pop(key, None)), name, root)
 
 
 def remember_module_names(model: nn.Module) -> None:
@@ -49,7 +48,7 @@ def remember_module_names(model: nn.Module) -> None:
 
 def _entry(key: object) -> Optional[tuple[weakref.ref, str, weakref.ref]]:
     try:
-        entry = _NAMES.get(int(key))  # type: ignore[call-overload]
+        entry = REGISTRY.module_names.get(int(key))  # type: ignore[call-overload]
     except (TypeError, ValueError):  # older torch: stack keys are names, not ids
         return None
     return None if entry is None or entry[0]() is None else entry

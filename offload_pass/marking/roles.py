@@ -13,6 +13,8 @@ from typing import Mapping, Optional
 
 import torch
 
+from offload_pass.registry import REGISTRY
+
 __all__ = ["register_saved_roles", "roles_of", "FusedRoles"]
 
 
@@ -27,9 +29,6 @@ class FusedRoles:
     @property
     def all_roles(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.inputs.values()) | set(self.outputs.values())))
-
-
-_REGISTRY: dict[str, FusedRoles] = {}
 
 
 def _op_key(op: object) -> str:
@@ -168,12 +167,12 @@ def register_saved_roles(
     )
     if not entry.inputs and not entry.outputs:
         raise ValueError(f"register_saved_roles({key}): give at least one input or output role")
-    _REGISTRY[key] = entry
+    REGISTRY.saved_roles[key] = entry
     return entry
 
 
 def roles_of(target: object) -> FusedRoles | None:
     """Roles registered for an FX node target (an OpOverload), or None."""
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return _REGISTRY.get(_op_key(target))
+        return REGISTRY.saved_roles.get(_op_key(target))
     return None

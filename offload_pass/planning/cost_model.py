@@ -28,6 +28,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
+from offload_pass.registry import REGISTRY
 from offload_pass.views import is_view_node
 from offload_pass.planning.inductor_model import fused_away
 from offload_pass.units import size_hint
@@ -54,7 +55,6 @@ class DeviceProfile:
 # Bumped when the measurement changes, so older cache entries are not used.
 _PROFILE_VERSION = 2
 _CPU_PROFILE = DeviceProfile(10.0, 10.0, {"float32": 0.2, "bfloat16": 0.2, "float16": 0.2}, 20.0, 5.0, "cpu defaults")
-_profiles: dict[str, DeviceProfile] = {}
 
 
 def _cache_path() -> Path:
@@ -107,12 +107,13 @@ def _measure_cuda_real(device: torch.device) -> DeviceProfile:
 
 
 def device_profile(device: torch.device, bandwidth_gbps: Optional[float] = None) -> DeviceProfile:
-    """The speeds of ``device``: measured once, then from the cache file."""
+    """The speeds of ``device``: measured once, then from the cache file
+    (and from ``REGISTRY.device_profiles`` within a process)."""
     if device.type != "cuda":
         profile = _CPU_PROFILE
     else:
         name = f"{torch.cuda.get_device_name(device)} | torch {torch.__version__} | v{_PROFILE_VERSION}"
-        profile = _profiles.get(name)
+        profile = REGISTRY.device_profiles.get(name)
         if profile is None:
             path = _cache_path()
             try:
@@ -131,7 +132,7 @@ def device_profile(device: torch.device, bandwidth_gbps: Optional[float] = None)
                     path.write_text(json.dumps(table, indent=2))
                 except (OSError, ValueError) as error:
                     log.warning("offload_pass: could not cache the device profile in %s: %s", path, error)
-            _profiles[name] = profile
+            REGISTRY.device_profiles[name] = profile
     if bandwidth_gbps is not None:
         profile = dataclasses.replace(
             profile, d2h_gbps=bandwidth_gbps, h2d_gbps=bandwidth_gbps, source=profile.source + " + bandwidth_gbps from config"

@@ -18,12 +18,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import CopyKind, Decision, Mode, SavedKind
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import mib
+
+if TYPE_CHECKING:
+    from offload_pass.planning.step_model import StepPrediction
 
 __all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
 
@@ -68,29 +71,20 @@ class OffloadPlan:
     entries: list[PlanEntry]
     groups: list[OffloadGroup]
     rewritten: bool = True
-    # Simulated peak device bytes of one step (timeline.simulate_step) before
-    # and after the rewrite; set by the backend, None for a bare plan.
-    predicted_peak_before: Optional[int] = None
-    predicted_peak_after: Optional[int] = None
-    # schedule="cost": the simulated peak with every copy off the device
-    # from its last forward use to its first backward use, the ceiling the
-    # releases and reloads were placed under.
-    predicted_ideal_peak: Optional[int] = None
+    # The step simulator's prediction (step_model.predict_step) of the step
+    # without offload and of the rewritten one: what every report quotes.
+    # Set by the backend; None for a bare plan.
+    baseline: Optional[StepPrediction] = None
+    prediction: Optional[StepPrediction] = None
+    # schedule="cost": the peak with every copy off the device from its last
+    # forward use to its first backward use, the bound the releases and
+    # reloads were placed under.
+    ideal_peak: Optional[int] = None
     # The cost model's schedule: storage -> the forward node its release goes
-    # after / the backward node its reload is issued before; and where the
-    # device speeds came from.
+    # after / the backward node its reload is issued before.
     release_after: dict = dataclasses.field(default_factory=dict)
     reload_before: dict = dataclasses.field(default_factory=dict)
-    cost_profile: Optional[str] = None
-    # The cost model's compute time of the forward and backward graphs (ms),
-    # copies aside: what its release and reload points were placed against.
-    predicted_compute_ms: Optional[tuple[float, float]] = None
-    # mode="auto" / "budget": the predicted step (ms) without offload and with
-    # the chosen copies, and what the choice was.
-    predicted_step_ms: Optional[tuple[float, float]] = None
-    # ... and the peak (bytes) the selection's two-stream simulation predicts
-    # without offload and with the chosen copies.
-    predicted_selection_peak: Optional[tuple[int, int]] = None
+    # mode="auto" / "budget": what the selection chose, and why.
     selection: Optional[str] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
@@ -98,9 +92,9 @@ class OffloadPlan:
 
     @property
     def predicted_reduction(self) -> Optional[int]:
-        if self.predicted_peak_before is None or self.predicted_peak_after is None:
+        if self.baseline is None or self.prediction is None:
             return None
-        return self.predicted_peak_before - self.predicted_peak_after
+        return self.baseline.peak - self.prediction.peak
 
     @property
     def offloaded(self) -> list[str]:
@@ -126,29 +120,26 @@ class OffloadPlan:
         raise KeyError(f"no saved tensor named {name!r}; saved: {[e.name for e in self.entries]}")
 
     def __str__(self) -> str:
+        title = f"offload plan {self.graph_id}" + ("" if self.rewritten else " (rewrite disabled)")
+        return "\n".join([title, *self._table(), *self._summary()])
+
+    def _table(self) -> list[str]:
         header = ("saved", "op", "module", "role", "shape", "dtype", "MiB", "decision", "reason")
         rows = [
             (
-                e.name,
-                e.op,
-                e.module or "-",
-                e.role or "-",
-                "x".join(str(s) for s in e.shape) or "-",
-                e.dtype,
-                f"{mib(e.nbytes):.2f}",
-                e.decision,
-                e.reason,
+                e.name, e.op, e.module or "-", e.role or "-", "x".join(str(s) for s in e.shape) or "-",
+                e.dtype, f"{mib(e.nbytes):.2f}", e.decision, e.reason,
             )
             for e in self.entries
         ]
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-        lines = [f"offload plan {self.graph_id}" + ("" if self.rewritten else " (rewrite disabled)")]
-        for r in [header, *rows]:
-            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-        lines.append(
+        return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+
+    def _summary(self) -> list[str]:
+        lines = [
             f"offloaded {mib(self.offloaded_bytes):.2f} MiB in {len(self.groups)} copies "
             f"({len(self.offloaded)} saved tensors); kept {mib(self.kept_bytes):.2f} MiB"
-        )
+        ]
         no_gain = self.kept_without_gain
         if no_gain:
             lines.append(
@@ -159,29 +150,21 @@ class OffloadPlan:
         if self.host_pool:
             nbytes, slots = self.host_pool
             lines.append(f"host pool {mib(nbytes):.2f} MiB per call ({slots} slots, page-aligned)")
-        if self.predicted_reduction is not None:
-            lines.append(
-                f"predicted peak {mib(self.predicted_peak_before):.2f} -> "
-                f"{mib(self.predicted_peak_after):.2f} MiB "
-                f"(-{mib(self.predicted_reduction):.2f} MiB)"
-                + (
-                    ""
-                    if self.predicted_ideal_peak is None
-                    else f"; every copy off the device between its uses: {mib(self.predicted_ideal_peak):.2f} MiB"
-                )
-            )
         if self.selection is not None:
             lines.append(self.selection)
-        if self.predicted_step_ms is not None:
-            without, chosen = self.predicted_step_ms
-            lines.append(f"predicted step {without:.2f} -> {chosen:.2f} ms ({chosen / without - 1:+.1%})" if without else f"predicted step {chosen:.2f} ms")
-        if self.predicted_compute_ms is not None:
-            forward, backward = self.predicted_compute_ms
-            lines.append(
-                f"predicted compute forward {forward:.2f} ms, backward {backward:.2f} ms "
-                f"(device profile: {self.cost_profile})"
-            )
-        return "\n".join(lines)
+        if self.baseline is not None and self.prediction is not None:
+            lines.extend(self._prediction_lines(self.baseline, self.prediction))
+        return lines
+
+    def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:
+        bound = "" if self.ideal_peak is None else f"; every copy off the device between its uses: {mib(self.ideal_peak):.2f} MiB"
+        change = f" ({after.step_ms / before.step_ms - 1:+.1%})" if before.step_ms else ""
+        return [
+            f"predicted peak {mib(before.peak):.2f} -> {mib(after.peak):.2f} MiB "
+            f"(-{mib(before.peak - after.peak):.2f} MiB){bound}",
+            f"predicted step {before.step_ms:.2f} -> {after.step_ms:.2f} ms{change}",
+            f"  with offload: {after.describe()}",
+        ]
 
 
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"

@@ -102,51 +102,81 @@ def schedule_reloads(
     the next node that runs in place.
     """
     start, latest = _latest_starts(node_ms, reloads, h2d_bytes_per_ms, margin)
-    live = list(base_live)
+    placer = _ReloadPlacer(start, list(base_live), ceiling, first, prefetch_bytes, safe)
     issue: dict[str, int] = {}
-    outstanding: list[tuple[int, int]] = []  # (consumer, bytes) of reloads issued
     floor = first
-
-    def runs_from(i: int) -> int:
-        return _runs_from(i, first, safe)
-
     for r, latest_start in zip(reloads, latest):
+        floor = placer.place(r, latest_start, floor)
+        issue[r.key] = floor
+    return issue
+
+
+@dataclasses.dataclass
+class _ReloadPlacer:
+    """``schedule_reloads``' state as it places the reloads in consumer order:
+    ``live[i]`` counts the bytes of the reloads placed so far, and
+    ``outstanding`` holds their (consumer, bytes)."""
+
+    start: Sequence[float]  # start time of each node
+    live: list[int]
+    ceiling: int
+    first: int
+    prefetch_bytes: Optional[int]
+    safe: Optional[Sequence[bool]]
+    outstanding: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+
+    def place(self, r: Reload, latest_start: float, floor: int) -> int:
+        """The node ``r`` is issued before (not before ``floor``); its bytes
+        count as live from where it runs to its consumer."""
         consumer = max(r.consumer, floor)
         # The last node starting no later than latest_start, but not before floor.
-        at = bisect.bisect_right(start, latest_start, floor, consumer + 1) - 1
-        at = max(at, floor)
-        # Memory: move past the last point in [at, consumer) it would overflow.
+        at = bisect.bisect_right(self.start, latest_start, floor, consumer + 1) - 1
+        at = self._past_overflow(r.nbytes, max(at, floor), consumer)
+        if self.prefetch_bytes is not None:
+            at = self._past_prefetch(r.nbytes, at, consumer)
+        at, start_at = self._in_place(r.nbytes, at, consumer, floor)
+        self.outstanding.append((consumer, r.nbytes))
+        for k in range(start_at, consumer):
+            self.live[k] += r.nbytes
+        return at
+
+    def _past_overflow(self, nbytes: int, at: int, consumer: int) -> int:
+        """Memory: past the last point in [at, consumer) it would overflow."""
         for k in range(consumer - 1, at - 1, -1):
-            if live[k] + r.nbytes > ceiling:
-                at = k + 1
+            if self.live[k] + nbytes > self.ceiling:
+                return k + 1
+        return at
+
+    def _past_prefetch(self, nbytes: int, at: int, consumer: int) -> int:
+        """Prefetch bound: wait for earlier reloads to be consumed until this
+        one fits under ``prefetch_bytes``."""
+        pending = sorted((c, b) for c, b in self.outstanding if c > at)
+        held = sum(b for _, b in pending)
+        for c, b in pending:
+            if held + nbytes <= self.prefetch_bytes:
                 break
-        if prefetch_bytes is not None:
-            # Wait for earlier reloads to be consumed until this one fits.
-            pending = sorted((c, b) for c, b in outstanding if c > at)
-            held = sum(b for _, b in pending)
-            for c, b in pending:
-                if held + r.nbytes <= prefetch_bytes:
-                    break
-                at, held = max(at, min(c, consumer)), held - b
-        start_at = runs_from(at)
+            at, held = max(at, min(c, consumer)), held - b
+        return at
+
+    def _runs_from(self, i: int) -> int:
+        return _runs_from(i, self.first, self.safe)
+
+    def _in_place(self, nbytes: int, at: int, consumer: int, floor: int) -> tuple[int, int]:
+        """(issue point, where the reload runs) for the issue point ``at``."""
+        start_at = self._runs_from(at)
         if start_at < at:
             # It would run at ``start_at``: keep it there if its bytes fit
             # from there, else issue it after the next node that runs in place.
-            ahead = sum(b for c, b in outstanding if c > start_at)
-            if all(live[k] + r.nbytes <= ceiling for k in range(start_at, at)) and (
-                prefetch_bytes is None or ahead == 0 or ahead + r.nbytes <= prefetch_bytes
+            ahead = sum(b for c, b in self.outstanding if c > start_at)
+            if all(self.live[k] + nbytes <= self.ceiling for k in range(start_at, at)) and (
+                self.prefetch_bytes is None or ahead == 0 or ahead + nbytes <= self.prefetch_bytes
             ):
                 at = max(start_at, floor)
             else:
-                while at < consumer and runs_from(at) < at:
+                while at < consumer and self._runs_from(at) < at:
                     at += 1
-            start_at = runs_from(at)
-        outstanding.append((consumer, r.nbytes))
-        for k in range(start_at, consumer):
-            live[k] += r.nbytes
-        issue[r.key] = at
-        floor = at
-    return issue
+            start_at = self._runs_from(at)
+        return at, start_at
 
 
 def reload_schedule(
@@ -223,49 +253,93 @@ def schedule_releases(
     safe = list(safe) if safe is not None else [True] * len(node_ms)
     safe[last] = True
     order = sorted(copies, key=lambda c: c.issued)
-    rank = {c.key: i for i, c in enumerate(order)}
     issued_at: dict[int, list[CopyOut]] = {}
     for c in order:
         issued_at.setdefault(c.issued, []).append(c)
-    held: list[CopyOut] = []  # issued and not released, in issue order
-    landed: dict[str, float] = {}
-    ends: list[float] = []  # estimated end of each node, waits included
-    release: dict[str, int] = {}
-    clock = stream_free = 0.0
+    rank = {c.key: i for i, c in enumerate(order)}
+    walk = _ReleaseWalk(base_live, ceiling, safe, rank, margin, d2h_bytes_per_ms)
     for k, ms in enumerate(node_ms):
-        holding = [c for c in held if c.free_from < k]
-        over = base_live[k] + sum(c.nbytes for c in holding) - ceiling
+        walk.release_over_ceiling(k)
+        walk.run(ms, issued_at.get(k, ()))
+        if safe[k]:
+            walk.release_landed(k, k == last)
+    for c in walk.held:  # last used by the last node
+        walk.release[c.key] = max(c.free_from, last)
+    return walk.release
+
+
+@dataclasses.dataclass
+class _ReleaseWalk:
+    """``schedule_releases``' walk over the forward on an estimated clock:
+    the copies issued and not released, when each lands, the end of each node
+    walked (waits included) and the releases placed."""
+
+    base_live: Sequence[int]
+    ceiling: int
+    safe: list[bool]
+    rank: dict[str, int]  # each copy's place in issue order
+    margin: float
+    d2h_bytes_per_ms: float
+    # Issued and not released, in issue order.
+    held: list[CopyOut] = dataclasses.field(default_factory=list)
+    landed: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The estimated end of each node walked, waits included.
+    ends: list[float] = dataclasses.field(default_factory=list)
+    release: dict[str, int] = dataclasses.field(default_factory=dict)
+    clock: float = 0.0
+    stream_free: float = 0.0
+
+    def release_over_ceiling(self, k: int) -> None:
+        """Before node k: where the copies held would lift memory above the
+        ceiling, release the oldest, as few as bring it under, at the last
+        safe slot before k; the clock waits for the newest of them."""
+        holding = [c for c in self.held if c.free_from < k]
+        over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
         slot = k - 1
-        while slot >= 0 and not safe[slot]:
+        while slot >= 0 and not self.safe[slot]:
             slot -= 1
         if over > 0 and slot >= 0:
-            newest, freed = None, 0
-            for c in holding:
-                if freed >= over:
-                    break
-                if c.free_from <= slot:
-                    newest, freed = c, freed + c.nbytes
+            newest = _newest_to_release(holding, over, slot)
             if newest is not None:
-                go = [c for c in held if c.free_from <= slot and rank[c.key] <= rank[newest.key]]
-                for c in go:
-                    release[c.key] = slot
-                    held.remove(c)
+                newest_rank = self.rank[newest.key]
+                oldest = [c for c in self.held if c.free_from <= slot and self.rank[c.key] <= newest_rank]
+                self._release(oldest, slot)
                 # The compute stream waits after ``slot`` for the newest one;
                 # what ran since then runs that much later.
-                clock += max(0.0, landed[newest.key] - ends[slot])
-        clock += ms
-        ends.append(clock)
-        for c in issued_at.get(k, ()):
-            stream_free = max(clock, stream_free) + margin * c.nbytes / d2h_bytes_per_ms
-            landed[c.key] = stream_free
-            held.append(c)
-        if safe[k]:
-            for c in [c for c in held if c.free_from <= k and (landed[c.key] <= clock or k == last)]:
-                release[c.key] = k
-                held.remove(c)
-    for c in held:  # last used by the last node
-        release[c.key] = max(c.free_from, last)
-    return release
+                self.clock += max(0.0, self.landed[newest.key] - self.ends[slot])
+
+    def run(self, ms: float, issued: Sequence[CopyOut]) -> None:
+        """The next node runs for ``ms``; then the copies it produces start."""
+        self.clock += ms
+        self.ends.append(self.clock)
+        for c in issued:
+            self.stream_free = max(self.clock, self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
+            self.landed[c.key] = self.stream_free
+            self.held.append(c)
+
+    def release_landed(self, k: int, last: bool) -> None:
+        """After safe node k: every copy past its last forward use that has
+        landed (every one, after the ``last`` node)."""
+        landed = [c for c in self.held if c.free_from <= k and (self.landed[c.key] <= self.clock or last)]
+        self._release(landed, k)
+
+    def _release(self, copies: list[CopyOut], slot: int) -> None:
+        for c in copies:
+            self.release[c.key] = slot
+            self.held.remove(c)
+
+
+def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[CopyOut]:
+    """The newest of the oldest copies in ``holding`` (in issue order) whose
+    release may go after ``slot`` and that free ``over`` bytes together (as
+    many as there are, if fewer do); None if none may go there."""
+    newest, freed = None, 0
+    for c in holding:
+        if freed >= over:
+            break
+        if c.free_from <= slot:
+            newest, freed = c, freed + c.nbytes
+    return newest
 
 
 def release_schedule(

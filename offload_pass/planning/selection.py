@@ -1,13 +1,15 @@
 """Stage 3d, automatic selection (``OffloadConfig(mode="auto" | "budget")``):
 which of the candidate copies to make.
 
-Takes: plain numbers (estimated node times of the forward and backward
-graphs, device bytes alive at each point without offload, and per candidate
-copy its bytes, producer, last forward use and first backward consumer) and
-the copy bandwidth per direction. Gives: the chosen set, with the predicted
-step time and peak of that choice.
+Takes: plain numbers, a ``StepWithoutOffload`` (node times of the forward
+and backward graphs, device bytes alive at each point without offload, the
+copy bandwidth per direction) and per candidate copy its bytes, producer,
+last forward use and first backward consumer. Gives: the chosen set, with
+the search model's estimate of its step time and peak. Those estimates only
+choose: the plan reports the step simulator's prediction over the rewritten
+graphs (``step_model``).
 
-The model (``simulate_offload``): copies queue one after the other on the
+The search model (``simulate_offload``): copies queue one after the other on the
 device->host stream from the end of their producer; a copy's device memory
 is free from the first node ending after it landed (not before its last
 forward use) until its reload is issued. A copy that has not landed when the
@@ -28,11 +30,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from typing import Optional, Sequence
 
 from offload_pass.planning.lifetimes import CopyLifetime
 
-__all__ = ["Candidate", "Prediction", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
+__all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +48,20 @@ class Candidate:
 
 
 @dataclasses.dataclass(frozen=True)
-class Prediction:
+class Estimate:
     step_ms: float
     peak: int
     forward_wait_ms: float
     backward_wait_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class StepWithoutOffload:
+    fw_ms: Sequence[float]  # per forward point
+    bw_ms: Sequence[float]  # per backward point
+    live: Sequence[int]  # bytes alive at each forward point, then each backward point
+    d2h_bytes_per_ms: float
+    h2d_bytes_per_ms: float
 
 
 def _ends(ms: Sequence[float]) -> list[float]:
@@ -60,16 +72,9 @@ def _ends(ms: Sequence[float]) -> list[float]:
     return out
 
 
-def simulate_offload(
-    fw_ms: Sequence[float],
-    bw_ms: Sequence[float],
-    live: Sequence[int],
-    chosen: Sequence[Candidate],
-    d2h_bytes_per_ms: float,
-    h2d_bytes_per_ms: float,
-) -> Prediction:
-    """Predicted step time and peak with ``chosen`` offloaded. ``live``: bytes
-    alive at each forward point, then each backward point, without offload."""
+def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
+    """Estimated step time and peak with ``chosen`` offloaded."""
+    fw_ms, bw_ms, live = step.fw_ms, step.bw_ms, step.live
     n_fw = len(fw_ms)
     fw_end, bw_end = _ends(fw_ms), _ends(bw_ms)
     fw_total = fw_end[-1] if fw_end else 0.0
@@ -79,7 +84,7 @@ def simulate_offload(
     released: dict[str, int] = {}
     for c in sorted(chosen, key=lambda c: (c.produced, c.key)):
         begin = max(fw_end[c.produced] if fw_end else 0.0, stream)
-        stream = begin + c.nbytes / d2h_bytes_per_ms
+        stream = begin + c.nbytes / step.d2h_bytes_per_ms
         last_landing = max(last_landing, stream)
         at = bisect.bisect_left(fw_end, stream, c.free_from)
         released[c.key] = max(at, c.free_from) + 1  # free after that node
@@ -92,7 +97,7 @@ def simulate_offload(
         if c.consumer >= len(bw_start):  # never read in backward: never reloaded
             issue_at[c.key] = len(bw_start)
             continue
-        bound = min(bw_start[c.consumer], bound) - c.nbytes / h2d_bytes_per_ms
+        bound = min(bw_start[c.consumer], bound) - c.nbytes / step.h2d_bytes_per_ms
         earliest_start = min(earliest_start, bound)
         issue_at[c.key] = max(0, bisect.bisect_right(bw_start, bound) - 1)
     backward_wait = max(0.0, -earliest_start)
@@ -102,34 +107,25 @@ def simulate_offload(
         for i in range(start, end):
             off[i] += c.nbytes
     peak = max((a - b for a, b in zip(live, off)), default=0)
-    step = fw_total + (bw_end[-1] if bw_end else 0.0) + forward_wait + backward_wait
-    return Prediction(step, peak, forward_wait, backward_wait)
+    total = fw_total + (bw_end[-1] if bw_end else 0.0) + forward_wait + backward_wait
+    return Estimate(total, peak, forward_wait, backward_wait)
 
 
 def choose_auto(
-    fw_ms: Sequence[float],
-    bw_ms: Sequence[float],
-    live: Sequence[int],
-    candidates: Sequence[Candidate],
-    d2h_bytes_per_ms: float,
-    h2d_bytes_per_ms: float,
-    max_overhead: float,
-) -> tuple[list[Candidate], Prediction]:
+    step: StepWithoutOffload, candidates: Sequence[Candidate], max_overhead: float
+) -> tuple[list[Candidate], Estimate]:
     """The most peak reduction with the step at most ``1 + max_overhead``
     times the step without offload. Greedy: add the candidate that lowers
     the peak most while the step stays within the limit (ties: the cheaper
     in time); stop when none lowers it."""
-
-    def run(chosen):
-        return simulate_offload(fw_ms, bw_ms, live, chosen, d2h_bytes_per_ms, h2d_bytes_per_ms)
-
+    run = functools.partial(simulate_offload, step)
     base = run([])
     limit = base.step_ms * (1 + max_overhead)
     chosen: list[Candidate] = []
     current = base
     remaining = list(candidates)
     while remaining:
-        best: Optional[tuple[tuple[int, float], Candidate, Prediction]] = None
+        best: Optional[tuple[tuple[int, float], Candidate, Estimate]] = None
         for c in remaining:
             p = run(chosen + [c])
             if p.step_ms > limit + 1e-9 or p.peak >= current.peak:
@@ -146,29 +142,20 @@ def choose_auto(
 
 
 def choose_for_budget(
-    fw_ms: Sequence[float],
-    bw_ms: Sequence[float],
-    live: Sequence[int],
-    candidates: Sequence[Candidate],
-    d2h_bytes_per_ms: float,
-    h2d_bytes_per_ms: float,
-    budget: int,
-) -> tuple[list[Candidate], Prediction]:
+    step: StepWithoutOffload, candidates: Sequence[Candidate], budget: int
+) -> tuple[list[Candidate], Estimate]:
     """The least predicted step time with the peak at most ``budget`` bytes.
     Greedy: add the candidate with the most peak reduction per millisecond
     it adds (a free one first) until the budget is met; when no addition
     lowers the peak, one swap of a chosen copy for another that does. If the
     budget cannot be met, the result is the lowest peak reached; the caller
     compares it with the budget."""
-
-    def run(chosen):
-        return simulate_offload(fw_ms, bw_ms, live, chosen, d2h_bytes_per_ms, h2d_bytes_per_ms)
-
+    run = functools.partial(simulate_offload, step)
     chosen: list[Candidate] = []
     current = run([])
     remaining = list(candidates)
     while current.peak > budget and remaining:
-        best: Optional[tuple[float, Candidate, Prediction]] = None
+        best: Optional[tuple[float, Candidate, Estimate]] = None
         for c in remaining:
             p = run(chosen + [c])
             gain = current.peak - p.peak
@@ -194,7 +181,7 @@ def choose_for_budget(
     return chosen, current
 
 
-def _best_swap(chosen, remaining, current: Prediction, run):
+def _best_swap(chosen, remaining, current: Estimate, run):
     best = None
     for out in chosen:
         for into in remaining:

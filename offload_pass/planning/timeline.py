@@ -29,7 +29,7 @@ from offload_pass.planning.workspace import workspace_bytes
 from offload_pass.units import size_hint
 from offload_pass.views import is_view_node, storage_root
 
-__all__ = ["Timeline", "simulate_step"]
+__all__ = ["Timeline", "simulate_step", "storage_bytes"]
 
 
 @dataclasses.dataclass
@@ -61,7 +61,7 @@ _EVENT_OPS = {
 }
 
 
-def _storage_bytes(val: object) -> int:
+def storage_bytes(val: object) -> int:
     """Bytes of a tensor's storage; a symbolic size counts by its hint
     (no guard is added, so the graph is not specialized)."""
     try:
@@ -92,7 +92,7 @@ def _returns_views(node: fx.Node) -> bool:
 def _tensor_bytes(val: object, count_cpu: bool) -> int:
     if not isinstance(val, torch.Tensor) or (val.device.type == "cpu" and not count_cpu):
         return 0
-    return _storage_bytes(val)
+    return storage_bytes(val)
 
 
 def _last_uses(nodes: list[fx.Node], key: Callable[[fx.Node], object], fused: set[fx.Node]) -> dict[object, int]:

@@ -18,6 +18,7 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from offload_pass.registry import REGISTRY
 from offload_pass.units import hint
 
 __all__ = ["python_op_workspace", "register_workspace", "workspace_bytes"]
@@ -26,11 +27,10 @@ log = logging.getLogger(__name__)
 
 
 # Scratch memory an op allocates and frees inside itself, by op: a function
-# of the node giving bytes. The simulation cannot see inside an op, and on an
-# H100 such scratch made the step's peak (cuDNN attention backward: 64.5 MiB;
-# the grouped MLP backward's fp32 activation gradient: 144 MiB per layer at
-# hidden 2048).
-_WORKSPACE: dict[object, Callable[[fx.Node], int]] = {}
+# of the node giving bytes, kept in ``REGISTRY.workspaces``. The simulation
+# cannot see inside an op, and on an H100 such scratch made the step's peak
+# (cuDNN attention backward: 64.5 MiB; the grouped MLP backward's fp32
+# activation gradient: 144 MiB per layer at hidden 2048).
 
 
 def register_workspace(op: object, bytes_of: Callable[[fx.Node], int]) -> None:
@@ -38,14 +38,14 @@ def register_workspace(op: object, bytes_of: Callable[[fx.Node], int]) -> None:
     its packet) holds while it runs: ``bytes_of(node)`` from the node's
     arguments' fake tensors. Outputs are counted already; only the memory
     the op frees before returning belongs here."""
-    _WORKSPACE[op] = bytes_of
+    REGISTRY.workspaces[op] = bytes_of
 
 
 def workspace_bytes(node: fx.Node, count_cpu: bool) -> int:
     """Scratch bytes ``node`` holds while it runs (0 for host-only nodes unless ``count_cpu``)."""
     if node.op != "call_function":
         return 0
-    fn = _WORKSPACE.get(node.target) or _WORKSPACE.get(getattr(node.target, "overloadpacket", None))
+    fn = REGISTRY.workspaces.get(node.target) or REGISTRY.workspaces.get(getattr(node.target, "overloadpacket", None))
     if fn is None:
         return 0
     devices = {t.device.type for t in tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)}

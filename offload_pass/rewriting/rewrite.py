@@ -121,11 +121,35 @@ def _rewrite_forward(
     points = [n for n in graph.nodes if n.op != "output"]  # as the lifetimes count them
     nodes = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    output = graph.find_nodes(op="output")[0]
+    issued, host_pool = _insert_offloads(graph, copies, nodes, config, fake_mode)
 
-    hosts: dict[str, fx.Node] = {}
-    issued: list[tuple[fx.Node, fx.Node]] = []
+    group_of = {c.source: c.group for c in copies}
+    groups = set(group_of.values())
+    last_use = {g: points[lifetimes[g].last_forward_use] for g in groups}
+    scheduled = None if release_after is None else {g: nodes[release_after[g]] for g in groups}
+    anchors = _release_anchors(graph, issued, group_of, last_use, config.max_inflight, scheduled)
+    for (source, host), anchor in zip(issued, anchors):
+        with graph.inserting_after(anchor):
+            _new_node(graph, OPS["release"], (source, host), fake_mode)
+
+    # The backward gets the host copies in place of the saved values.
+    hosts = {source.name: host for source, host in issued}
+    output = graph.find_nodes(op="output")[0]
+    args = list(output.args[0])
+    for copy in copies:
+        for member in copy.members:
+            args[positions[member]] = hosts[copy.source]
+    output.args = (tuple(args),)
+    return host_pool
+
+
+def _insert_offloads(
+    graph: fx.Graph, copies: list[_Copy], nodes: dict[str, fx.Node], config: OffloadConfig, fake_mode
+) -> tuple[list[tuple[fx.Node, fx.Node]], Optional[tuple[int, int]]]:
+    """Inserts each copy's offload right after its source, into its slot of
+    the host pool. Gives (source, host copy) in issue order (graph order),
+    and the pool's bytes and number of slots (None: no pool)."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
     in_order = sorted(copies, key=lambda c: order[nodes[c.source]])
     pool, pool_bytes, slots = host_pool_layout(
         []
@@ -133,6 +157,7 @@ def _rewrite_forward(
         else [(c.source, _concrete_extent(nodes[c.source].meta["val"])) for c in in_order]
     )
     limit = -1 if config.host_memory_limit is None else config.host_memory_limit
+    issued: list[tuple[fx.Node, fx.Node]] = []
     for copy in in_order:
         source = nodes[copy.source]
         slot = (pool, pool_bytes, *slots[copy.source]) if copy.source in slots else ()
@@ -140,36 +165,39 @@ def _rewrite_forward(
             host = _new_node(
                 graph, OPS["offload"], (source, config.pin_memory, limit, *slot), fake_mode, f"{source.name}_host"
             )
-        hosts[copy.source] = host
         issued.append((source, host))
+    return issued, ((pool_bytes, len(slots)) if slots else None)
 
+
+def _release_anchors(
+    graph: fx.Graph,
+    issued: list[tuple[fx.Node, fx.Node]],
+    group_of: dict[str, str],
+    last_use: dict[str, fx.Node],
+    max_inflight: int,
+    scheduled: Optional[dict[str, fx.Node]],
+) -> list[fx.Node]:
+    """The node each copy of ``issued`` is released after. ``last_use``: each
+    group's last forward use; ``scheduled``: the cost model's release point
+    of each group (None: the fixed schedule, ``max_inflight``)."""
     # Release copy i right after copy i + max_inflight is issued (the copy
     # stream stays busy with the ones in between) or before the outputs, but
     # never before the last forward use of its storage.
+    output = graph.find_nodes(op="output")[0]
     pos = {n: i for i, n in enumerate(graph.nodes)}
     anchors = []
-    group_of = {c.source: c.group for c in copies}
     for i, (source, host) in enumerate(issued):
-        if release_after is not None:
-            target = nodes[release_after[group_of[source.name]]]
+        group = group_of[source.name]
+        if scheduled is not None:
+            target = scheduled[group]
         else:
-            j = i + config.max_inflight
+            j = i + max_inflight
             target = issued[j][1] if j < len(issued) else output.prev
-        last_use = points[lifetimes[group_of[source.name]].last_forward_use]
         # Never before the copy is issued, nor before the last use, nor before
         # the copies of the same storage's other members ("each": they read it).
-        siblings = [h for s, h in issued if group_of[s.name] == group_of[source.name]]
-        anchors.append(max(target, last_use, host, *siblings, key=pos.__getitem__))
-    for (source, host), anchor in zip(issued, anchors):
-        with graph.inserting_after(anchor):
-            _new_node(graph, OPS["release"], (source, host), fake_mode)
-
-    args = list(output.args[0])
-    for copy in copies:
-        for member in copy.members:
-            args[positions[member]] = hosts[copy.source]
-    output.args = (tuple(args),)
-    return (pool_bytes, len(slots)) if slots else None
+        siblings = [h for s, h in issued if group_of[s.name] == group]
+        anchors.append(max(target, last_use[group], host, *siblings, key=pos.__getitem__))
+    return anchors
 
 
 def _rewrite_backward(

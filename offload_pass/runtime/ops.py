@@ -86,6 +86,26 @@ def _copy_layout(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = Fals
     )
 
 
+def _copy_on(
+    stream: torch.cuda.Stream,
+    dst: torch.Tensor,
+    src: torch.Tensor,
+    compute: torch.cuda.Stream,
+    after: torch.cuda.Event | None,
+) -> torch.cuda.Event:
+    """An asynchronous ``_copy_layout(dst, src)`` on the copy stream
+    ``stream``, ordered after the work queued on ``compute`` so far and after
+    ``after`` (None: nothing more); returns the event recorded when it lands."""
+    stream.wait_stream(compute)
+    if after is not None:
+        stream.wait_event(after)
+    with torch.cuda.stream(stream):
+        _copy_layout(dst, src, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(stream)
+    return event
+
+
 def _stay_on_device(x: torch.Tensor, why: str) -> torch.Tensor:
     """The fallback when host memory cannot be had: a device copy stands in
     for the host copy (memory-neutral: ``x`` itself is released), the
@@ -137,14 +157,9 @@ def _copy_out(
     if x.numel() == 0:
         return host
     d2h, _ = streams_for(x.device)
-    d2h.wait_stream(torch.cuda.current_stream(x.device))
+    # A pool slot is rewritten only after the last reload that read it.
     last_read = STATE.slot_reads.pop(host.data_ptr(), None)
-    if last_read is not None:
-        d2h.wait_event(last_read)
-    with torch.cuda.stream(d2h):
-        _copy_layout(host, x, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record(d2h)
+    event = _copy_on(d2h, host, x, torch.cuda.current_stream(x.device), last_read)
     STATE.copy_out_events[host.data_ptr()] = event
     return host
 
@@ -153,6 +168,22 @@ def _copy_out(
 def _(x: torch.Tensor, *_settings: object, **_named: object) -> torch.Tensor:
     # The host copy: x's sizes and strides on the CPU, whatever the settings.
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
+
+
+def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
+    """The compute stream of ``x``'s device waits for the event ``events``
+    holds under ``key`` (consumed); nothing off CUDA. Stream-side wait: the
+    host thread never blocks here."""
+    if x.device.type != "cuda":
+        return
+    event = events.pop(key, None)
+    if event is not None:
+        torch.cuda.current_stream(x.device).wait_event(event)
+
+
+def _no_result(*_args: object) -> None:
+    """The fake of an op that returns nothing (``release``, ``wait_reload``)."""
+    return None
 
 
 # Declared as writing ``host`` (where the copy lands), which keeps the op in
@@ -170,17 +201,10 @@ def release(x: torch.Tensor, host: torch.Tensor) -> None:
                 "cannot be waited on; please report this graph"
             )
         STATE.unreleased_hosts.discard(host.data_ptr())
-    if x.device.type != "cuda":
-        return
-    event = STATE.copy_out_events.pop(host.data_ptr(), None)
-    if event is not None:
-        # Stream-side wait: the host thread never blocks here.
-        torch.cuda.current_stream(x.device).wait_event(event)
+    _compute_stream_waits(x, STATE.copy_out_events, host.data_ptr())
 
 
-@release.register_fake
-def _(x: torch.Tensor, host: torch.Tensor) -> None:
-    return None
+release.register_fake(_no_result)
 
 
 def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torch.Tensor:
@@ -212,18 +236,12 @@ def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Te
     if host.numel() == 0:
         return out
     _, h2d = streams_for(device)
-    h2d.wait_stream(compute)
     # A reload must never read a host buffer whose copy-out is still running
     # (Megatron-LM #7398 silently corrupted gradients this way). The forward's
     # release already ordered the compute stream after it; this covers a
     # copy-out whose release never ran.
     copy_out = STATE.copy_out_events.pop(host.data_ptr(), None)
-    if copy_out is not None:
-        h2d.wait_event(copy_out)
-    with torch.cuda.stream(h2d):
-        _copy_layout(out, host, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record(h2d)
+    event = _copy_on(h2d, out, host, compute, copy_out)
     STATE.reload_events[out.data_ptr()] = event
     if host.data_ptr() in STATE.slot_addresses:
         STATE.slot_reads[host.data_ptr()] = event
@@ -237,16 +255,10 @@ def _(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
 
 @torch.library.custom_op("offload_pass::wait_reload", mutates_args=("x",))
 def wait_reload(x: torch.Tensor) -> None:
-    if x.device.type != "cuda":
-        return
-    event = STATE.reload_events.pop(x.data_ptr(), None)
-    if event is not None:
-        torch.cuda.current_stream(x.device).wait_event(event)
+    _compute_stream_waits(x, STATE.reload_events, x.data_ptr())
 
 
-@wait_reload.register_fake
-def _(x: torch.Tensor) -> None:
-    return None
+wait_reload.register_fake(_no_result)
 
 
 def pending_events() -> tuple[int, int]:
