@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 import offload_pass
@@ -27,6 +28,31 @@ def train_steps(model, backend, inputs, steps=2, step=default_step, compile_kwar
     return history
 
 
+# torch 2.11's meta function of CPU flash attention calls a float64 query's
+# logsumexp float32 (the kernel returns float64), and Inductor's backward then
+# fails with this message, offload or not (pytorch/pytorch#185539, fixed
+# after 2.11). Checked on an H100 machine: plain Inductor fails on exactly the
+# draws that failed here.
+_PYTORCH_185539 = "expected scalar type Double but found Float"
+
+
+def _skip_if_plain_inductor_fails_alike(error, reference, inputs, steps, step, compile_kwargs):
+    """The offloaded run raised ``error``: if it is PyTorch's known float64
+    attention bug and plain Inductor fails on the same model with the same
+    message, there is no reference to compare with: skip, saying why."""
+    if _PYTORCH_185539 not in str(error):
+        return
+    torch._dynamo.reset()
+    try:
+        train_steps(reference, "inductor", inputs, steps, step, compile_kwargs)
+    except RuntimeError as reference_error:
+        if _PYTORCH_185539 in str(reference_error):
+            pytest.skip(
+                f"plain Inductor fails on this model too on torch {torch.__version__} "
+                f"(pytorch/pytorch#185539: {_PYTORCH_185539})"
+            )
+
+
 def assert_same_training(
     model, mark, inputs, steps=2, atol=1e-6, rtol=1e-5, step=default_step, compile_kwargs=None, **config
 ):
@@ -35,7 +61,11 @@ def assert_same_training(
     reference = copy.deepcopy(model)
     mark(model)
     backend = offload_pass.make_backend(keep_graphs=True, **({"min_bytes": 0, "keep_if_no_gain": False} | config))
-    got = train_steps(model, backend, inputs, steps, step, compile_kwargs)
+    try:
+        got = train_steps(model, backend, inputs, steps, step, compile_kwargs)
+    except RuntimeError as error:
+        _skip_if_plain_inductor_fails_alike(error, reference, inputs, steps, step, compile_kwargs)
+        raise
     torch._dynamo.reset()
     want = train_steps(reference, "inductor", inputs, steps, step, compile_kwargs)
     # A check that cannot fail is no check: the reference gradients must be
