@@ -51,6 +51,7 @@ import torch
 
 import offload_pass
 from offload_pass.examples.models import make_decoder, make_moe
+from offload_pass.planning.cost_model import device_profile
 
 
 def measure_bandwidth(nbytes: int = 1 << 30) -> dict[str, float]:
@@ -369,16 +370,20 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         for e in plan.entries:
             if e.role and e.decision == "offload":
                 by_role[e.role] = by_role.get(e.role, 0) + e.nbytes / 2**20
-        # The step simulator's prediction (every graph of the step; a step
-        # with graph breaks runs each once): without offload, then with it.
-        plans = backend.plans
-        result["predicted_step_ms"] = (
-            sum(p.baseline.step_ms for p in plans), sum(p.prediction.step_ms for p in plans)
-        )
-        result["predicted_peak_mib"] = (
-            max(p.baseline.peak for p in plans) / 2**20, max(p.prediction.peak for p in plans) / 2**20
-        )
-        result["prediction_times"] = plan.prediction.times
+        # The step simulator's prediction over every graph of the last step,
+        # each as many times as it ran (graph breaks, a graph reused by
+        # several layers): without offload, then with it. The peak is the
+        # highest graph's own (what earlier graphs leave alive is not in it).
+        ran = [(p, calls) for p, calls in backend.last_step().graphs if p.prediction is not None]
+        if len(ran) == len(backend.last_step().graphs):
+            result["predicted_step_ms"] = (
+                sum(p.baseline.step_ms * calls for p, calls in ran), sum(p.prediction.step_ms * calls for p, calls in ran)
+            )
+            result["predicted_peak_mib"] = (
+                max(p.baseline.peak for p, _ in ran) / 2**20, max(p.prediction.peak for p, _ in ran) / 2**20
+            )
+            result["prediction_times"] = ran[-1][0].prediction.times
+            result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
     result.update({
         "step_ms": statistics.median(times),
@@ -434,6 +439,9 @@ def main() -> None:
     torch.manual_seed(0)
     x = model_inputs(args, dtype)
     bandwidth = measure_bandwidth()
+    # The device profile the step simulator uses, before any compile: a graph
+    # with nothing to copy does not measure it, and would go unpredicted.
+    device_profile(torch.device("cuda"))
     results = []
     for variant in args.variants.split(","):
         began = time.perf_counter()

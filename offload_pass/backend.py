@@ -186,16 +186,19 @@ class OffloadBackend:
         before = (render_graph(fw_gm), render_graph(bw_gm)) if self.keep_graphs else None
         count_cpu = _runs_on_cpu(fw_gm, graph_id)
         timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
-        profile = device_profile(device_of(fw_gm), self.config.bandwidth_gbps)
-        times = node_times(fw_gm, bw_gm, profile)
-        baseline = predict_step(fw_gm, bw_gm, timeline_before, times, profile)
+        # A graph with nothing to copy never measures the device; it is
+        # predicted only when the speeds are known already.
+        profile = device_profile(device_of(fw_gm), self.config.bandwidth_gbps, measure=bool(plan.groups))
+        times = None if profile is None else node_times(fw_gm, bw_gm, profile)
+        baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
         lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
         schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, self.config)
         fw_gm, bw_gm = self._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
         timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
         plan = schedule.plan
-        plan.baseline = baseline
-        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
+        if times is not None:
+            plan.baseline = baseline
+            plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
         check_budget(plan, self.config)
         texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
         self._record(CompileRecord(plan, timeline_before, timeline_after, texts))

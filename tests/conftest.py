@@ -26,5 +26,12 @@ def _reset_offload_state():
     whatever ran before; a test that leaves a mark running fails here
     (``MarkStack.reset`` refuses while marks are active)."""
     yield
-    MARKS.reset()
     REGISTRY.reset()
+    left_open = [m.where or m.source for m in MARKS.marks]
+    if left_open:
+        # Emptied before failing, so one leaking test fails alone.
+        MARKS.marks.clear()
+        MARKS.keys.clear()
+        MARKS.closers.clear()
+        pytest.fail(f"marks left running after the test: {left_open}")
+    MARKS.reset()

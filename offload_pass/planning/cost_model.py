@@ -106,9 +106,13 @@ def _measure_cuda_real(device: torch.device) -> DeviceProfile:
     return DeviceProfile(d2h, h2d, tflops, memory, 5.0, "measured")
 
 
-def device_profile(device: torch.device, bandwidth_gbps: Optional[float] = None) -> DeviceProfile:
+def device_profile(
+    device: torch.device, bandwidth_gbps: Optional[float] = None, measure: bool = True
+) -> Optional[DeviceProfile]:
     """The speeds of ``device``: measured once, then from the cache file
-    (and from ``REGISTRY.device_profiles`` within a process)."""
+    (and from ``REGISTRY.device_profiles`` within a process). ``measure=False``:
+    None where that would take a measurement (a graph with nothing to copy
+    does not pay for one)."""
     if device.type != "cuda":
         profile = _CPU_PROFILE
     else:
@@ -122,6 +126,8 @@ def device_profile(device: torch.device, bandwidth_gbps: Optional[float] = None)
                 cached = None
             if cached:
                 profile = DeviceProfile(**{**cached, "source": f"cache {path}"})
+            elif not measure:
+                return None
             else:
                 profile = _measure_cuda(device)
                 log.info("offload_pass: measured %s: %s", name, profile)

@@ -11,8 +11,9 @@ compute stream runs the nodes one after the other. ``offload`` queues its
 copy on the device->host stream behind the copies before it, from the moment
 the compute stream reaches it; ``release`` makes the compute stream wait for
 that copy to land. ``reload`` queues on the host->device stream behind the
-compute stream's work so far and after its copy-out landed; ``wait_reload``
-makes the compute stream wait for it. The step is the compute stream's end;
+compute stream's work so far (every copy-out has a release in the forward,
+``rewriting/invariants.py`` checks it, so its copy has landed by then);
+``wait_reload`` makes the compute stream wait for it. The step is the compute stream's end;
 the peak is the timeline's (the same graphs, so the same points).
 
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``);
@@ -115,8 +116,7 @@ def _run(gm: fx.GraphModule, times: list[float], streams: _Streams) -> tuple[flo
         elif node.target is ops.release.default:
             waited += streams.wait(streams.landed.get(node.args[1].name))
         elif node.target is ops.reload.default:
-            start = max(streams.compute, streams.h2d, streams.landed.get(node.args[0].name, 0.0))
-            streams.h2d = start + _copy_bytes(node) / streams.h2d_bytes_per_ms
+            streams.h2d = max(streams.compute, streams.h2d) + _copy_bytes(node) / streams.h2d_bytes_per_ms
             streams.reloaded[node.name] = streams.h2d
         elif node.target is ops.wait_reload.default:
             waited += streams.wait(streams.reloaded.get(storage_root(node.args[0])[0].name))

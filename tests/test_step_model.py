@@ -1,0 +1,69 @@
+"""The step simulator (planning/step_model.py) on a rewritten decoder: its
+step is the compute plus the waits the copies cause, and the waits follow the
+copy bandwidth as the runtime ops would make the compute stream wait."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+import offload_pass
+from offload_pass import backend as backend_module
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning.step_model import node_times, predict_step
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """(plan, calls of predict_step: (fw_gm, bw_gm, timeline, times, profile))."""
+    calls = []
+    real = backend_module.predict_step
+
+    def capture(fw_gm, bw_gm, timeline, times, profile):
+        # Copies: the rewrite edits the graphs in place after the first call.
+        calls.append((copy.deepcopy(fw_gm), copy.deepcopy(bw_gm), timeline, times, profile))
+        return real(fw_gm, bw_gm, timeline, times, profile)
+
+    torch.manual_seed(0)
+    model = make_decoder(layers=2, hidden=32, heads=4)
+    offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    torch._dynamo.reset()
+    original, backend_module.predict_step = backend_module.predict_step, capture
+    try:
+        torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
+    finally:
+        backend_module.predict_step = original
+    return backend.plans[-1], calls
+
+
+def test_the_plan_quotes_the_simulator_before_and_after_the_rewrite(compiled):
+    plan, calls = compiled
+    assert plan.groups and len(calls) == 2
+    (fw0, bw0, before, times, profile), (fw1, bw1, after, _, _) = calls
+    assert plan.baseline == predict_step(fw0, bw0, before, times, profile)
+    assert plan.prediction == predict_step(fw1, bw1, after, times, profile)
+    assert (plan.baseline.peak, plan.prediction.peak) == (before.peak, after.peak)
+    # Without copies the step is the compute of every node, nothing waits.
+    estimated = node_times(fw0, bw0, profile)
+    assert plan.baseline.step_ms == pytest.approx(sum(estimated.forward.values()) + sum(estimated.backward.values()))
+    assert plan.baseline.forward_wait_ms == plan.baseline.backward_wait_ms == 0
+    # The rewrite adds no compute: the same nodes, the same times.
+    assert plan.prediction.forward_ms == pytest.approx(plan.baseline.forward_ms)
+    assert plan.prediction.backward_ms == pytest.approx(plan.baseline.backward_ms)
+    assert f"predicted step {plan.baseline.step_ms:.2f} -> {plan.prediction.step_ms:.2f} ms" in str(plan)
+
+
+def test_slow_copies_make_both_passes_wait_and_fast_ones_do_not(compiled):
+    plan, calls = compiled
+    fw, bw, after, times, profile = calls[1]
+    moved = sum(g.nbytes for g in plan.groups)
+    # 1 byte per ms each way: every copy takes longer than the whole step.
+    slow = predict_step(fw, bw, after, times, dataclasses.replace(profile, d2h_gbps=1e-6, h2d_gbps=1e-6))
+    assert slow.forward_wait_ms > 0.9 * moved and slow.backward_wait_ms > 0
+    assert slow.step_ms == pytest.approx(slow.forward_ms + slow.backward_ms + slow.forward_wait_ms + slow.backward_wait_ms)
+    fast = predict_step(fw, bw, after, times, dataclasses.replace(profile, d2h_gbps=1e9, h2d_gbps=1e9))
+    assert fast.forward_wait_ms == pytest.approx(0, abs=1e-6) and fast.backward_wait_ms == pytest.approx(0, abs=1e-6)
+    assert fast.step_ms == pytest.approx(fast.forward_ms + fast.backward_ms)
+
