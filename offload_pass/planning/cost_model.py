@@ -2,7 +2,7 @@
 
 Takes: a device (for its measured speeds) and graph modules. Gives:
 
-- ``device_profile(device, bandwidth_gbps=None)``: copy bandwidth per
+- ``device_profile(device, bandwidth_gbps=None, measure=True)``: copy bandwidth per
   direction, matmul throughput and memory bandwidth of the device. Measured
   once per device and torch version, cached in ``$OFFLOAD_PASS_CACHE_DIR``
   (default ``~/.cache/offload_pass``); ``OffloadConfig.bandwidth_gbps``

@@ -61,12 +61,13 @@ def schedule_copies(
     plan: OffloadPlan,
     timeline: Timeline,
     lifetimes: dict[str, CopyLifetime],
-    times: NodeTimes,
-    profile: DeviceProfile,
+    times: Optional[NodeTimes],
+    profile: Optional[DeviceProfile],
     config: OffloadConfig,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
-    model) from the simulated timeline without offload."""
+    model) from the simulated timeline without offload. ``times`` and
+    ``profile`` are None only for a plan without copies (nothing to schedule)."""
     if not plan.groups:
         return Schedule(plan)
     if config.mode != Mode.MARKED:
