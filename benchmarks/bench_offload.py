@@ -9,6 +9,8 @@ Same model, same process, one variant after the other:
                      joint_custom_pre_pass; MODE: sync, stream (separate stream),
                      stream+sink (wait sinking), stream+prefetch (reload prefetch).
                      A mode that crashes is reported with its error.
+  recompute(B)       PyTorch's recompute-only budget: plain Inductor with
+                     torch._functorch.config.activation_memory_budget=B
   save_on_cpu        torch.autograd.graph.save_on_cpu(pin_memory=True) around the
                      compiled forward (every saved tensor goes to host);
                      save_on_cpu(eager): around the model run without compile
@@ -305,6 +307,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         mode = name[name.index("(") + 1 : name.rindex(")")] if "(" in name else "sync"
         functorch_patches = {"enable_activation_offloading": True, **BUILTIN_MODES[mode]}
         inductor_patches = {"joint_custom_pre_pass": _BuiltinMarks(modules)}
+    elif kind == "recompute":
+        # PyTorch's own recompute-only budget: the min-cut partitioner under
+        # activation_memory_budget=B, plain Inductor otherwise.
+        functorch_patches = {"activation_memory_budget": float(name[name.index("(") + 1 : name.rindex(")")])}
     elif kind == "save_on_cpu":
         forward_context = lambda: torch.autograd.graph.save_on_cpu(pin_memory=True)  # noqa: E731
     elif kind != "inductor":
@@ -385,6 +391,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
+        result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
+        result["recomputed_mib"] = sum(
+            e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries if e.decision == "recompute"
+        ) / 2**20
     result.update({
         "step_ms": statistics.median(times),
         "forward_ms": statistics.median(forward_times),
@@ -447,6 +457,7 @@ def main() -> None:
         began = time.perf_counter()
         results.append(run_variant(variant, args, x))
         r = results[-1]
+        r["wall_s"] = time.perf_counter() - began  # compile, warm-up and the measured steps
         print(
             f"[{time.perf_counter() - began:.0f} s] {variant}: "
             + (r.get("error") or f"{r['step_ms']:.1f} ms, peak {r['peak_mib']:.0f} MiB"),

@@ -16,6 +16,8 @@ FX graph cache stays on and keys on the rewritten graphs themselves.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import glob
 import logging
 import os
@@ -32,7 +34,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_
 from offload_pass import runtime  # noqa: F401  (registers the ops)
 from offload_pass.annotation.annotations import TensorMarkPass, annotate_requests, marks_digest
 from offload_pass.config import OffloadConfig
-from offload_pass.enums import PassName
+from offload_pass.enums import Mode, PassName
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.marking.markers import offload_marked_modules
@@ -41,17 +43,18 @@ from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
 from offload_pass.planning.cost_model import device_profile
-from offload_pass.planning.scheduling import Schedule, check_budget, device_of, schedule_copies
-from offload_pass.planning.step_model import node_times, predict_step
+from offload_pass.planning.recompute import RECOMPUTE_LEVELS, Trial, choose_trial, recompute_entries
+from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
+from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
-from offload_pass.units import mib
+from offload_pass.units import format_bytes, mib
 from offload_pass.views import retrace_view_vals
-from offload_pass.planning.saved_set import check_requested_roles, collect_saved_tensors
+from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors
 from offload_pass.planning.timeline import simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
@@ -178,31 +181,21 @@ class OffloadBackend:
         module this graph's frame is the forward of, where known
         (``naming.frame_root_name``)."""
         annotate_requests(joint.graph, active[-1] if active else None)
-        fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
         graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
-        saved = _saved_set(fw_gm, bw_gm, graph_id, kwargs.get("static_lifetime_input_indices") or (), prefix)
-        plan = plan_saved_tensors(saved, self.config, graph_id)
-        before = (render_graph(fw_gm), render_graph(bw_gm)) if self.keep_graphs else None
-        count_cpu = _runs_on_cpu(fw_gm, graph_id)
-        timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
-        # A graph with nothing to copy never measures the device; it is
-        # predicted only when the speeds are known already.
-        profile = device_profile(device_of(fw_gm), self.config.bandwidth_gbps, measure=bool(plan.groups))
-        times = None if profile is None else node_times(fw_gm, bw_gm, profile)
-        baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
-        lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
-        schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, self.config)
-        fw_gm, bw_gm = self._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
-        timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
-        plan = schedule.plan
-        if times is not None:
-            plan.baseline = baseline
-            plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
-        check_budget(plan, self.config)
-        texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
-        self._record(CompileRecord(plan, timeline_before, timeline_after, texts))
-        return fw_gm, bw_gm
+        partition = functools.partial(_partition_and_plan, self, joint, joint_inputs, kwargs, graph_id, prefix)
+        attempt = partition(None, None)
+        budget = None if attempt.plan.baseline is None else budget_bytes(self.config, attempt.plan.baseline.peak)
+        recompute = (
+            budget is not None
+            and attempt.plan.prediction.peak > budget
+            and PassName.RECOMPUTE not in self.config.disabled_passes
+        )
+        if recompute:
+            attempt = _recompute_for_budget(attempt, partition, budget)
+        check_budget(attempt.plan, budget, recompute)
+        self._record(attempt.record)
+        return attempt.fw_gm, attempt.bw_gm
 
     def _rewrite(
         self, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, schedule: Schedule, lifetimes: dict, graph_id: str
@@ -237,6 +230,106 @@ class OffloadBackend:
                 "(keep_if_no_gain); make_backend(keep_if_no_gain=False) offloads them anyway",
                 plan.graph_id, len(plan.kept_without_gain),
             )
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """One partition of the joint graph, planned and rewritten."""
+
+    fw_gm: fx.GraphModule
+    bw_gm: fx.GraphModule
+    saved: list[SavedTensor]
+    record: CompileRecord
+
+    @property
+    def plan(self) -> OffloadPlan:
+        return self.record.plan
+
+
+def _partition_and_plan(
+    backend: OffloadBackend,
+    joint: fx.GraphModule,
+    joint_inputs: Sequence[object],
+    kwargs: dict,
+    graph_id: str,
+    prefix: str,
+    level: Optional[float],
+    reference: Optional[StepPrediction],
+    seen: Optional[set] = None,
+) -> Optional[_Attempt]:
+    """Partition (under PyTorch's ``activation_memory_budget=level``, None:
+    as configured), plan, schedule and rewrite. ``reference``: the predicted
+    step of the first partition, the "without offload" every budget and
+    report is measured from (None: this is the first). ``seen``: the saved
+    sets planned already; a partition saving one of them again is not
+    planned twice (None returned)."""
+    config = backend.config
+    patch = {} if level is None else {"activation_memory_budget": level}
+    with torch._functorch.config.patch(**patch):
+        fw_gm, bw_gm = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+    saved = _saved_set(fw_gm, bw_gm, graph_id, kwargs.get("static_lifetime_input_indices") or (), prefix)
+    if seen is not None:
+        key = frozenset(t.name for t in saved)
+        if key in seen:
+            return None
+        seen.add(key)
+    plan = plan_saved_tensors(saved, config, graph_id)
+    before = (render_graph(fw_gm), render_graph(bw_gm)) if backend.keep_graphs else None
+    count_cpu = _runs_on_cpu(fw_gm, graph_id)
+    timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
+    # A graph with nothing to copy never measures the device (mode="budget"
+    # does: its budget is a fraction of the predicted peak); it is predicted
+    # only when the speeds are known already.
+    measure = bool(plan.groups) or config.mode == Mode.BUDGET
+    profile = device_profile(device_of(fw_gm), config.bandwidth_gbps, measure=measure)
+    times = None if profile is None else node_times(fw_gm, bw_gm, profile)
+    baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
+    reference = reference or baseline
+    budget = None if reference is None else budget_bytes(config, reference.peak)
+    lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
+    schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget)
+    fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
+    timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
+    plan = schedule.plan
+    plan.recompute_level = level
+    if times is not None:
+        plan.baseline = reference
+        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
+    texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
+    return _Attempt(fw_gm, bw_gm, saved, CompileRecord(plan, timeline_before, timeline_after, texts))
+
+
+def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int) -> _Attempt:
+    """mode="budget" where offload alone misses: partition again under
+    ``RECOMPUTE_LEVELS`` from light to full recompute, plan offload on each
+    new saved set, and keep the one the step simulator predicts fastest
+    within the budget (recompute.choose_trial). The search stops at the first
+    level that reaches the budget: a deeper level recomputes more, which the
+    simulator predicts slower. The tensors the kept partition recomputes
+    enter its plan as ``recompute``."""
+    attempts = [first]
+    seen = {frozenset(t.name for t in first.saved)}
+    for level in RECOMPUTE_LEVELS:
+        attempt = partition(level, first.plan.baseline, seen)
+        if attempt is None:
+            continue
+        attempts.append(attempt)
+        if attempt.plan.prediction.peak <= budget:
+            break
+    trials = [Trial(a.plan.recompute_level, a.plan.prediction.step_ms, a.plan.prediction.peak) for a in attempts]
+    chosen = trials.index(choose_trial(trials, budget))
+    attempt = attempts[chosen]
+    plan = attempt.plan
+    recomputed = recompute_entries(first.saved, first.plan.entries, {t.name for t in attempt.saved}, trials[chosen])
+    plan.entries = plan.entries + recomputed
+    tried = ", ".join(
+        f"{'1.0 (none)' if t.level is None else f'{t.level:g}'}: {t.step_ms:.2f} ms, {format_bytes(t.peak)}"
+        for t in trials
+    )
+    note = f"offload plus recompute; predicted per activation_memory_budget tried: {tried}"
+    plan.selection = f"{plan.selection}; {note}" if plan.selection else note
+    log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, note, trials[chosen].level)
+    return attempt
 
 
 def _saved_set(

@@ -60,6 +60,7 @@ class PassName(Word):
     OFFLOAD = "offload"  # the rewrite; off, the plan is still recorded
     HOST_POOL = "host_pool"  # one host buffer per call; off, each copy allocated alone
     INVARIANTS = "invariants"  # the check of the rewritten graphs
+    RECOMPUTE = "recompute"  # mode="budget": recompute where offload alone cannot reach the budget
 
 
 class Decision(Word):
@@ -67,6 +68,7 @@ class Decision(Word):
 
     OFFLOAD = "offload"  # copied to host in the forward, reloaded for the backward
     KEEP = "keep"  # stays on device
+    RECOMPUTE = "recompute"  # not saved: the partitioner recomputes it in backward (mode="budget")
 
 
 class CopyKind(Word):

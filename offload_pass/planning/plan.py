@@ -86,6 +86,9 @@ class OffloadPlan:
     reload_before: dict = dataclasses.field(default_factory=dict)
     # mode="auto" / "budget": what the selection chose, and why.
     selection: Optional[str] = None
+    # mode="budget" past what offload alone reaches: the activation_memory_budget
+    # PyTorch's partitioner ran under for this plan (planning/recompute.py).
+    recompute_level: Optional[float] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
@@ -103,6 +106,10 @@ class OffloadPlan:
     @property
     def offloaded_bytes(self) -> int:
         return sum(g.nbytes for g in self.groups)
+
+    @property
+    def recomputed(self) -> list[str]:
+        return [e.name for e in self.entries if e.decision == Decision.RECOMPUTE]
 
     @property
     def kept_without_gain(self) -> list[PlanEntry]:
@@ -146,6 +153,12 @@ class OffloadPlan:
                 f"kept {len(no_gain)} marked tensors ({mib(sum(e.nbytes for e in no_gain)):.2f} MiB) "
                 "because offloading them would not lower the predicted peak; "
                 "make_backend(keep_if_no_gain=False) offloads them anyway"
+            )
+        if self.recompute_level is not None:
+            recomputed = [e for e in self.entries if e.decision == Decision.RECOMPUTE]
+            lines.append(
+                f"recomputed {len(recomputed)} saved tensors ({mib(sum(e.nbytes for e in recomputed)):.2f} MiB) "
+                f"in backward: partitioned under activation_memory_budget={self.recompute_level:g}"
             )
         if self.host_pool:
             nbytes, slots = self.host_pool

@@ -64,10 +64,12 @@ def schedule_copies(
     times: Optional[NodeTimes],
     profile: Optional[DeviceProfile],
     config: OffloadConfig,
+    budget: Optional[int] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
-    ``profile`` are None only for a plan without copies (nothing to schedule)."""
+    ``profile`` are None only for a plan without copies (nothing to schedule).
+    ``budget``: mode="budget", the peak to reach in bytes (``budget_bytes``)."""
     if not plan.groups:
         return Schedule(plan)
     if config.mode != Mode.MARKED:
@@ -75,7 +77,7 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
-        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config)
+        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget)
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -97,7 +99,11 @@ def schedule_copies(
 
 
 def _select(
-    plan: OffloadPlan, step: StepWithoutOffload, lifetimes: list[CopyLifetime], config: OffloadConfig
+    plan: OffloadPlan,
+    step: StepWithoutOffload,
+    lifetimes: list[CopyLifetime],
+    config: OffloadConfig,
+    budget: Optional[int],
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
     not choose, and say in the plan what was chosen."""
@@ -107,9 +113,10 @@ def _select(
         note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
         reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
     else:
-        target = budget_bytes(config, max(step.live, default=0))
-        chosen, _ = choose_for_budget(step, pool, target)
-        note = f"mode=budget ({format_bytes(target)})"
+        if budget is None:
+            raise ValueError("schedule_copies: mode='budget' needs the budget in bytes (budget_bytes)")
+        chosen, _ = choose_for_budget(step, pool, budget)
+        note = f"mode=budget ({format_bytes(budget)})"
         reason = "not chosen by mode=budget: not needed to reach the budget"
     keys = {c.key for c in chosen}
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
@@ -117,22 +124,25 @@ def _select(
     return plan
 
 
-def budget_bytes(config: OffloadConfig, peak_without_offload: int) -> int:
-    """``memory_budget`` in bytes: a fraction of the peak without offload, or bytes."""
+def budget_bytes(config: OffloadConfig, peak_without_offload: int) -> Optional[int]:
+    """mode="budget": ``memory_budget`` in bytes, a fraction of the predicted
+    peak without offload (plain Inductor's partition) or bytes; else None."""
     budget = config.memory_budget
+    if config.mode != Mode.BUDGET:
+        return None
     return int(budget * peak_without_offload) if isinstance(budget, float) else budget
 
 
-def check_budget(plan: OffloadPlan, config: OffloadConfig) -> None:
+def check_budget(plan: OffloadPlan, target: Optional[int], recompute_tried: bool) -> None:
     """mode="budget": say (plan and log) when the predicted peak of the
-    rewritten step is over the budget."""
-    if config.mode != Mode.BUDGET or plan.baseline is None or plan.prediction is None:
+    rewritten step is over the budget ``target`` (bytes; None: no budget)."""
+    if target is None or plan.baseline is None or plan.prediction is None:
         return
-    target = budget_bytes(config, plan.baseline.peak)
     if plan.prediction.peak <= target:
         return
+    means = "offload and recompute" if recompute_tried else "offload alone"
     note = (
-        f"out of reach by offload alone: the predicted peak is {format_bytes(plan.prediction.peak)}, "
+        f"out of reach by {means}: the predicted peak is {format_bytes(plan.prediction.peak)}, "
         f"{format_bytes(plan.prediction.peak - target)} over the budget "
         f"(predicted peak without offload {format_bytes(plan.baseline.peak)})"
     )

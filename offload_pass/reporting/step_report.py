@@ -107,7 +107,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
             e for plan, _ in report.graphs for e in plan.entries
             if e.module == name or e.module.startswith(name + ".") or f"module {name}" in e.reason
         ]
-        if any(e.decision == Decision.OFFLOAD for e in mine):
+        if any(e.decision != Decision.KEEP for e in mine):  # offloaded or recomputed
             continue
         if mine and all(e.reason in _FRAME_INPUT_REASONS for e in mine):
             why = (

@@ -1,0 +1,126 @@
+"""mode="budget" past what offload alone reaches: offload plus recompute.
+
+The choice between partitions is a pure function (recompute.choose_trial);
+the backend partitions again under PyTorch's activation_memory_budget, plans
+offload on each partition and keeps the one predicted fastest within the
+budget. Gradients must equal plain Inductor's, the recomputed tensors must
+really leave the saved set, and the plan must say what it did.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import offload_pass
+from offload_pass.enums import Decision, SavedKind
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning.plan import PlanEntry
+from offload_pass.planning.recompute import Trial, choose_trial, recompute_entries
+from offload_pass.planning.saved_set import SavedTensor
+from offload_pass.units import format_bytes
+
+from helpers import assert_same_training
+
+
+def test_choose_trial_least_step_within_budget_else_lowest_peak():
+    none, light, deep = Trial(None, 10.0, 100), Trial(0.8, 11.0, 70), Trial(0.2, 13.0, 50)
+    assert choose_trial([none, light, deep], budget=100) is none
+    assert choose_trial([none, light, deep], budget=80) is light
+    assert choose_trial([none, light, deep], budget=60) is deep
+    # Out of reach: the lowest peak, whatever it costs (the report says by how much it misses).
+    assert choose_trial([none, light, deep], budget=10) is deep
+    # A deeper level is not always lower (PyTorch's peaks are not monotone in its budget).
+    odd = Trial(0.4, 12.0, 90)
+    assert choose_trial([none, odd, light], budget=80) is light
+    with pytest.raises(ValueError, match="at least one trial"):
+        choose_trial([], budget=1)
+
+
+def _saved(name: str, kind: SavedKind) -> SavedTensor:
+    return SavedTensor(
+        name=name, position=0, kind=kind, op="aten.mm", module="m", role=None, shape=(4,), dtype="float32",
+        nbytes=16, storage=name, storage_nbytes=16, is_view=False, symbolic=False, asked=None, asked_by="",
+    )
+
+
+def _entry(name: str) -> PlanEntry:
+    return PlanEntry(name, "aten.mm", "m", None, (4,), "float32", 16, Decision.KEEP, "not marked", name)
+
+
+def test_recompute_entries_are_the_activations_no_longer_saved():
+    first = [_saved("a", SavedKind.ACTIVATION), _saved("b", SavedKind.ACTIVATION), _saved("w", SavedKind.PARAMETER)]
+    entries = [_entry("a"), _entry("b"), _entry("w")]
+    got = recompute_entries(first, entries, {"b"}, Trial(0.6, 1.0, 1 << 20))
+    # "w" is not saved either, but a parameter is never recomputed.
+    assert [(e.name, e.decision) for e in got] == [("a", Decision.RECOMPUTE)]
+    assert got[0].reason == (
+        "recomputed in backward: partitioned under activation_memory_budget=0.6 to reach the budget "
+        "(predicted peak 1.00 MiB)"
+    )
+    assert recompute_entries(first, entries, set(), Trial(None, 1.0, 1)) == []
+
+
+def _decoder():
+    torch.manual_seed(0)
+    return make_decoder(layers=3, hidden=32, heads=4)
+
+
+INPUTS = (torch.randn(8, 128, 32),)
+
+
+def _mark(model):
+    offload_pass.offload_modules(model, "layers.*.attn")
+
+
+def _saved_in_backward(graph_text: str) -> set[str]:
+    """Names of the backward graph's inputs (the saved tensors and tangents)."""
+    return set(re.findall(r"^(\w+): input\b", graph_text, flags=re.M))
+
+
+def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
+    alone = assert_same_training(
+        _decoder(), _mark, INPUTS, mode="budget", memory_budget=0.5, disabled_passes=("recompute",)
+    ).plans[-1]
+    assert "out of reach by offload alone" in alone.selection, alone.selection
+    assert alone.recompute_level is None and not alone.recomputed
+
+    backend = assert_same_training(_decoder(), _mark, INPUTS, mode="budget", memory_budget=0.5)
+    plan = backend.plans[-1]
+    budget = int(0.5 * plan.baseline.peak)
+    assert plan.baseline.peak == alone.baseline.peak  # the same "without offload"
+    assert plan.prediction.peak <= budget < alone.prediction.peak, str(plan)
+    assert plan.recompute_level is not None and plan.recomputed, str(plan)
+    assert "out of reach" not in plan.selection
+    assert "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): " in plan.selection
+    assert f"in backward: partitioned under activation_memory_budget={plan.recompute_level:g}" in str(plan)
+    for name in plan.recomputed:
+        assert plan.entry(name).reason.startswith("recomputed in backward"), plan.entry(name)
+    # Recomputed means not saved: no recomputed tensor is an input of the backward graph.
+    backward = backend.records[-1].graphs.backward
+    placeholders = _saved_in_backward(backward)
+    assert placeholders, backward[:2000]
+    assert not placeholders & set(plan.recomputed), sorted(placeholders & set(plan.recomputed))
+    # Offload still does its share: the chosen partition offloads too.
+    assert plan.offloaded
+
+
+def test_budget_reached_by_offload_alone_recomputes_nothing():
+    plan = assert_same_training(_decoder(), _mark, INPUTS, mode="budget", memory_budget=0.9).plans[-1]
+    assert plan.prediction.peak <= int(0.9 * plan.baseline.peak)
+    assert plan.recompute_level is None and not plan.recomputed
+    assert "recompute" not in plan.selection
+
+
+def test_unreachable_budget_says_offload_and_recompute_were_tried(caplog):
+    with caplog.at_level("WARNING", logger="offload_pass"):
+        plan = assert_same_training(_decoder(), _mark, INPUTS, mode="budget", memory_budget=0.05).plans[-1]
+    assert "out of reach by offload and recompute: the predicted peak is " in plan.selection
+    assert "out of reach by offload and recompute" in caplog.text
+    # The lowest predicted peak of every partition tried was kept.
+    tried = re.findall(r"(?:1\.0 \(none\)|[0-9.]+): [0-9.]+ ms, ([0-9.]+) (KiB|MiB)", plan.selection)
+    assert len(tried) >= 3, plan.selection
+    lowest = min(tried, key=lambda t: float(t[0]) * (1024 if t[1] == "MiB" else 1))
+    assert format_bytes(plan.prediction.peak) == " ".join(lowest), plan.selection
