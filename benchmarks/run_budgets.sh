@@ -18,7 +18,7 @@ done
 for model in $models; do
   case $model in
     decoder) bench budgets_decoder 290 --mark none --variants "$variants" ;;
-    hf_llama) bench budgets_hf_llama 300 --model hf_llama --layers 8 --hidden 2048 --heads 16 --ffn 5632 --batch 1 \
+    hf_llama) bench budgets_hf_llama 560 --model hf_llama --layers 8 --hidden 2048 --heads 16 --ffn 5632 --batch 1 \
       --mark none --variants "$variants" ;;
     *) echo "unknown model $model (valid: decoder hf_llama)"; exit 2 ;;
   esac

@@ -282,7 +282,8 @@ def _partition_and_plan(
     # only when the speeds are known already.
     measure = bool(plan.groups) or config.mode == Mode.BUDGET
     profile = device_profile(device_of(fw_gm), config.bandwidth_gbps, measure=measure)
-    times = None if profile is None else node_times(fw_gm, bw_gm, profile)
+    measure_kernels = config.measure_kernels and device_of(fw_gm).type == "cuda"
+    times = None if profile is None else node_times(fw_gm, bw_gm, profile, measure_kernels)
     baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference.peak)

@@ -39,6 +39,10 @@ class OffloadConfig:
         copy serialised the reloads: 36.0 against 31.6 ms a step (docs/benchmarks.md).
     bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
         the cost model; None measures it once per device and caches it.
+    measure_kernels: on CUDA, time each extern kernel of the graphs (matmuls,
+        attention, grouped GEMMs, convolutions) once per shape on the device
+        for the step simulator, instead of estimating it from the device
+        profile's peak throughput (planning/kernel_timing.py).
     keep_if_no_gain: keep a marked tensor on device when offloading it would
         not lower the step's predicted peak (its copies would cost time and
         save nothing); the plan says so in its reason.
@@ -77,6 +81,7 @@ class OffloadConfig:
     bandwidth_gbps: Optional[float] = None
     max_inflight: int = 2
     keep_if_no_gain: bool = True
+    measure_kernels: bool = True
     keep_first_in_backward: int = 0
     mode: Mode = Mode.MARKED
     max_overhead: float = 0.02
@@ -122,7 +127,7 @@ def _check_counts(config: OffloadConfig) -> None:
             raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
     if not _is_int(config.max_inflight) or config.max_inflight < 1:
         raise ValueError(f"OffloadConfig.max_inflight must be an int >= 1, got {config.max_inflight!r}")
-    for name in ("pin_memory", "keep_if_no_gain"):
+    for name in ("pin_memory", "keep_if_no_gain", "measure_kernels"):
         value = getattr(config, name)
         if not isinstance(value, bool):
             raise ValueError(f"OffloadConfig.{name} must be True or False (a bool), got {value!r}")

@@ -12,7 +12,8 @@ uses. It holds two kinds of things:
   ``reset()`` keeps them: a user declares them once, usually at import, and
   none could be rebuilt without the user's call (the module names already
   go with their models, by weak reference);
-- caches and once-only warnings: the measured device profiles and the
+- caches and once-only warnings: the measured device profiles and kernel
+  times, and the
   "marked but nothing offloaded" warnings already given. ``reset()`` drops
   them.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
     import torch.fx as fx
@@ -55,12 +56,16 @@ class Registry:
     # Caches and warnings given (dropped by reset).
     # "device name | torch version | profile version" -> measured speeds.
     device_profiles: dict[str, DeviceProfile] = dataclasses.field(default_factory=dict)
+    # Extern kernel signature -> measured ms (None: could not be run alone),
+    # planning/kernel_timing.py.
+    kernel_times: dict[str, Optional[float]] = dataclasses.field(default_factory=dict)
     # "Marked for offload but nothing offloaded" warnings already given.
     warned_marks: set[str] = dataclasses.field(default_factory=set)
 
     def reset(self) -> None:
         """Drop the caches and the warnings given; keep the registrations."""
         self.device_profiles.clear()
+        self.kernel_times.clear()
         self.warned_marks.clear()
 
 

@@ -16,8 +16,10 @@ compute stream's work so far (every copy-out has a release in the forward,
 ``wait_reload`` makes the compute stream wait for it. The step is the compute stream's end;
 the peak is the timeline's (the same graphs, so the same points).
 
-``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``);
-nodes the rewrite adds cost no compute time. The selection (``selection``)
+``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
+the extern kernels' measured on CUDA (``kernel_timing``, unless
+``OffloadConfig.measure_kernels=False``); nodes the rewrite adds cost no
+compute time. The selection (``selection``)
 searches with a coarser model of the same streams over the graphs before the
 rewrite; its numbers choose, this one reports.
 """
@@ -31,6 +33,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.planning.cost_model import DeviceProfile, estimate_node_ms
+from offload_pass.planning.kernel_timing import measured_kernel_ms
 from offload_pass.planning.timeline import Timeline, storage_bytes
 from offload_pass.views import storage_root
 
@@ -53,13 +56,28 @@ class NodeTimes:
         return [times.get(n.name, 0.0) for n in gm.graph.nodes if n.op != "output"]
 
 
-def node_times(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, profile: DeviceProfile) -> NodeTimes:
-    """The cost model's estimate of every node of both graphs (before the rewrite)."""
+def node_times(
+    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, profile: DeviceProfile, measure_kernels: bool = False
+) -> NodeTimes:
+    """Every node of both graphs (before the rewrite): the cost model's
+    estimate, or with ``measure_kernels`` (a CUDA graph) the measured time of
+    each extern kernel (``kernel_timing``) and the estimate of the rest."""
+    measured = 0
 
     def by_name(gm: fx.GraphModule) -> dict[str, float]:
-        return {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
+        nonlocal measured
+        times = {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
+        if measure_kernels:
+            kernels = measured_kernel_ms(gm)
+            times.update(kernels)
+            measured += len(kernels)
+        return times
 
-    return NodeTimes(by_name(fw_gm), by_name(bw_gm), f"estimated ({profile.source})")
+    forward, backward = by_name(fw_gm), by_name(bw_gm)
+    source = f"estimated ({profile.source})"
+    if measure_kernels:
+        source = f"{measured} extern kernels measured, the rest {source}"
+    return NodeTimes(forward, backward, source)
 
 
 @dataclasses.dataclass(frozen=True)
