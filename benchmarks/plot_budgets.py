@@ -73,7 +73,7 @@ def main() -> None:
         ax.plot([1.0], [1.0], "ks", label="plain Inductor")
         ax.set_xlabel("step time / plain Inductor")
         ax.set_ylabel("peak memory / plain Inductor")
-        ax.set_title(f"{report['args']['model']} ({report.get("device", "?")}, torch {report.get("torch", "?")})", fontsize=9)
+        ax.set_title(f"{report['args']['model']} ({report.get('device', '?')}, torch {report.get('torch', '?')})", fontsize=9)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
