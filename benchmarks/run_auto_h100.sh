@@ -11,7 +11,7 @@ shift
 models=${*:-h2048 h4096 moe}
 out=$(realpath -m "$out")
 source "$(dirname "$0")/bench_lib.sh"
-auto="offload_pass[none](mode=auto;max_overhead=0.0),offload_pass[none](mode=auto),offload_pass[none](mode=auto;max_overhead=0.05),offload_pass[none](mode=auto;max_overhead=0.1),offload_pass[none](mode=auto;max_overhead=0.3)"
+auto="offload_pass[none](mode=auto;max_overhead=0.01),offload_pass[none](mode=auto),offload_pass[none](mode=auto;max_overhead=0.05),offload_pass[none](mode=auto;max_overhead=0.1),offload_pass[none](mode=auto;max_overhead=0.3)"
 budget="offload_pass[none](mode=budget;memory_budget=0.8),offload_pass[none](mode=budget;memory_budget=0.6)"
 for model in $models; do
   case $model in

@@ -193,6 +193,8 @@ class OffloadBackend:
         )
         if recompute:
             attempt = _recompute_for_budget(attempt, partition, budget)
+        if self.config.mode == Mode.AUTO:
+            attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)
         check_budget(attempt.plan, budget, recompute)
         self._record(attempt.record)
         return attempt.fw_gm, attempt.bw_gm
@@ -256,13 +258,15 @@ def _partition_and_plan(
     level: Optional[float],
     reference: Optional[StepPrediction],
     seen: Optional[set] = None,
+    max_copies: Optional[int] = None,
 ) -> Optional[_Attempt]:
     """Partition (under PyTorch's ``activation_memory_budget=level``, None:
     as configured), plan, schedule and rewrite. ``reference``: the predicted
     step of the first partition, the "without offload" every budget and
     report is measured from (None: this is the first). ``seen``: the saved
     sets planned already; a partition saving one of them again is not
-    planned twice (None returned)."""
+    planned twice (None returned). ``max_copies``: mode="auto", keep the
+    first that many copies the selection chose."""
     config = backend.config
     patch = {} if level is None else {"activation_memory_budget": level}
     with torch._functorch.config.patch(**patch):
@@ -288,7 +292,9 @@ def _partition_and_plan(
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference.peak)
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
-    schedule = schedule_copies(fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget)
+    schedule = schedule_copies(
+        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies
+    )
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
     plan = schedule.plan
@@ -331,6 +337,42 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int) -> 
     plan.selection = f"{plan.selection}; {note}" if plan.selection else note
     log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, note, trials[chosen].level)
     return attempt
+
+
+def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) -> _Attempt:
+    """mode="auto": the selection chooses with its coarse model; the step
+    simulator, which every report quotes, has the last word. Where it
+    predicts the rewritten step over ``max_overhead``, keep the longest
+    prefix of the selection's greedy order (most peak reduction first) that
+    it predicts within, found by bisection (no copies always is)."""
+    def within(attempt: _Attempt) -> bool:
+        plan = attempt.plan
+        return plan.prediction.step_ms <= plan.baseline.step_ms * (1 + limit) + 1e-9
+
+    if first.plan.baseline is None or within(first):
+        return first
+    chosen = len(first.plan.groups)
+    low, high, best = 0, chosen - 1, None
+    while low <= high:
+        count = (low + high) // 2
+        attempt = partition(None, None, max_copies=count)
+        if within(attempt):
+            best, low = attempt, count + 1
+        else:
+            high = count - 1
+    best = best or partition(None, None, max_copies=0)
+    plan = best.plan
+    note = (
+        f"the step simulator predicted {_overhead(first.plan):+.1%} with all {chosen} copies chosen: "
+        f"kept the first {len(plan.groups)} ({_overhead(plan):+.1%})"
+    )
+    plan.selection = f"{plan.selection}; {note}" if plan.selection else f"mode=auto: {note}"
+    log.info("offload_pass: %s mode=auto: %s", plan.graph_id, note)
+    return best
+
+
+def _overhead(plan: OffloadPlan) -> float:
+    return plan.prediction.step_ms / plan.baseline.step_ms - 1 if plan.baseline.step_ms else 0.0
 
 
 def _saved_set(

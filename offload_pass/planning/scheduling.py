@@ -65,11 +65,14 @@ def schedule_copies(
     profile: Optional[DeviceProfile],
     config: OffloadConfig,
     budget: Optional[int] = None,
+    max_copies: Optional[int] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
     ``profile`` are None only for a plan without copies (nothing to schedule).
-    ``budget``: mode="budget", the peak to reach in bytes (``budget_bytes``)."""
+    ``budget``: mode="budget", the peak to reach in bytes (``budget_bytes``).
+    ``max_copies``: mode="auto", keep only the first that many copies of the
+    selection's greedy order (the backend's check against the step simulator)."""
     if not plan.groups:
         return Schedule(plan)
     if config.mode != Mode.MARKED:
@@ -77,7 +80,7 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
-        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget)
+        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies)
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -104,12 +107,14 @@ def _select(
     lifetimes: list[CopyLifetime],
     config: OffloadConfig,
     budget: Optional[int],
+    max_copies: Optional[int] = None,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
     not choose, and say in the plan what was chosen."""
     pool = candidates(lifetimes)
     if config.mode == Mode.AUTO:
         chosen, _ = choose_auto(step, pool, config.max_overhead)
+        chosen = chosen if max_copies is None else chosen[:max_copies]
         note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
         reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
     else:
