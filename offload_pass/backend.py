@@ -284,9 +284,10 @@ def _partition_and_plan(
     # A graph with nothing to copy never measures the device (mode="budget"
     # does: its budget is a fraction of the predicted peak); it is predicted
     # only when the speeds are known already.
+    device = device_of(fw_gm)
     measure = bool(plan.groups) or config.mode == Mode.BUDGET
-    profile = device_profile(device_of(fw_gm), config.bandwidth_gbps, measure=measure)
-    measure_kernels = config.measure_kernels and device_of(fw_gm).type == "cuda"
+    profile = device_profile(device, config.bandwidth_gbps, measure=measure)
+    measure_kernels = config.measure_kernels and device.type == "cuda"
     times = None if profile is None else node_times(fw_gm, bw_gm, profile, measure_kernels)
     baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
     reference = reference or baseline

@@ -79,9 +79,8 @@ def _measure_graph(gm: fx.GraphModule) -> dict[str, float]:
 def _signature(node: fx.Node) -> Optional[str]:
     """The op and its arguments' sizes, strides, dtypes and constants; None
     when a size is symbolic or an input is not on a CUDA device."""
-    parts = [str(node.target)]
-    for arg in (*node.args, *node.kwargs.items()):
-        value = arg[1] if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[0], str) else arg
+    parts = [str(node.target), *sorted(node.kwargs)]
+    for value in (*node.args, *(node.kwargs[k] for k in sorted(node.kwargs))):
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(v, fx.Node):
                 val = v.meta.get("val")
