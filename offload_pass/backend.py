@@ -347,8 +347,7 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
     prefix of the selection's greedy order (most peak reduction first) that
     it predicts within, found by bisection (no copies always is)."""
     def within(attempt: _Attempt) -> bool:
-        plan = attempt.plan
-        return plan.prediction.step_ms <= plan.baseline.step_ms * (1 + limit) + 1e-9
+        return attempt.plan.predicted_overhead <= limit + 1e-12
 
     if first.plan.baseline is None or within(first):
         return first
@@ -364,16 +363,12 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
     best = best or partition(None, None, max_copies=0)
     plan = best.plan
     note = (
-        f"the step simulator predicted {_overhead(first.plan):+.1%} with all {chosen} copies chosen: "
-        f"kept the first {len(plan.groups)} ({_overhead(plan):+.1%})"
+        f"the step simulator predicted {first.plan.predicted_overhead:+.1%} with all {chosen} copies chosen: "
+        f"kept the first {len(plan.groups)} ({plan.predicted_overhead:+.1%})"
     )
     plan.selection = f"{plan.selection}; {note}" if plan.selection else f"mode=auto: {note}"
     log.info("offload_pass: %s mode=auto: %s", plan.graph_id, note)
     return best
-
-
-def _overhead(plan: OffloadPlan) -> float:
-    return plan.prediction.step_ms / plan.baseline.step_ms - 1 if plan.baseline.step_ms else 0.0
 
 
 def _saved_set(

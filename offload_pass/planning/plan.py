@@ -100,6 +100,14 @@ class OffloadPlan:
         return self.baseline.peak - self.prediction.peak
 
     @property
+    def predicted_overhead(self) -> Optional[float]:
+        """The predicted slowdown of the rewritten step (0.02 = 2 %); None
+        without predictions."""
+        if self.baseline is None or self.prediction is None:
+            return None
+        return self.prediction.step_ms / self.baseline.step_ms - 1 if self.baseline.step_ms else 0.0
+
+    @property
     def offloaded(self) -> list[str]:
         return [e.name for e in self.entries if e.decision == Decision.OFFLOAD]
 
@@ -171,7 +179,7 @@ class OffloadPlan:
 
     def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:
         bound = "" if self.ideal_peak is None else f"; every copy off the device between its uses: {mib(self.ideal_peak):.2f} MiB"
-        change = f" ({after.step_ms / before.step_ms - 1:+.1%})" if before.step_ms else ""
+        change = f" ({self.predicted_overhead:+.1%})" if before.step_ms else ""
         return [
             f"predicted peak {mib(before.peak):.2f} -> {mib(after.peak):.2f} MiB "
             f"(-{mib(before.peak - after.peak):.2f} MiB){bound}",
