@@ -391,6 +391,17 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
+        # The device's check of each plan's prediction (call 2 of its graph,
+        # compiled_graph.py), before and after a re-plan, and the calibrations.
+        result["checks"] = [
+            {
+                "graph": p.graph_id, "calibrated": p.calibration is not None, "call": p.measured.measured.call,
+                "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
+                "text": p.measured.describe(),
+            }
+            for p in backend.plans if p.measured is not None
+        ]
+        result["calibrations"] = [f"{p.graph_id}: {p.calibration.describe()}" for p in backend.plans if p.calibration]
         result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
         result["recomputed_mib"] = sum(
             e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries if e.decision == "recompute"

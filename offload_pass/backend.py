@@ -36,17 +36,19 @@ from offload_pass.annotation.annotations import TensorMarkPass, annotate_request
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, PassName
 from offload_pass.marking.mark import Mark
-from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
+from offload_pass.marking.mark_keeping import active_marks
 from offload_pass.marking.markers import offload_marked_modules
 from offload_pass.registry import REGISTRY
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
+from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS, Trial, choose_trial, recompute_entries
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
+from offload_pass.compiled_graph import CompiledGraph, Replan, graph_copy, static_shapes
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
@@ -77,18 +79,24 @@ def _partitioner_uuid(uuid: object) -> object:
 
 class _OffloadPartitioner(CustomPartitionerFn):
     def __init__(
-        self, backend: "OffloadBackend", digest: str, active: tuple[Mark, ...], frame_root: Optional[str]
+        self,
+        backend: "OffloadBackend",
+        digest: str,
+        active: tuple[Mark, ...],
+        frame_root: Optional[str],
+        calibration: Optional[Calibration] = None,
     ) -> None:
         self.backend = backend
         self.digest = digest
         self.active = active
         self.frame_root = frame_root
+        self.calibration = calibration
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
-        return self.backend._partition(gm, joint_inputs, self.active, self.frame_root, **kwargs)
+        return self.backend._partition(gm, joint_inputs, self.active, self.frame_root, self.calibration, **kwargs)
 
     def uuid(self) -> object:
-        return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest)
+        return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration))
 
     def __reduce__(self):
         # Inductor's FX graph cache pickles its config, this object among it,
@@ -120,6 +128,9 @@ class OffloadBackend:
         self._steps = StepTracker()
         # The marked models this backend compiled graphs of (naming.marked_roots).
         self._roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+        # Record index -> the step simulator over that compile's graphs
+        # (calibration.fit_calibration), kept until its graph is measured.
+        self._simulators: dict[int, Callable[[Calibration], StepPrediction]] = {}
 
     def __repr__(self) -> str:
         return f"OffloadBackend({self.config}" + (", keep_graphs=True)" if self.keep_graphs else ")")
@@ -137,28 +148,53 @@ class OffloadBackend:
         options: Optional[dict[str, Any]] = None,
     ) -> Callable:
         """``mode`` / ``options`` are torch.compile's, passed on to Inductor."""
+        active = active_marks()
+        compile_graph = functools.partial(
+            self._compile, _inductor_patches(mode, options), active, marks_digest(gm) + repr(active), frame_root_name(gm)
+        )
+        self._roots.update(marked_roots(gm))
+        device = _cuda_device(example_inputs)
+        calibrate = device is not None and PassName.CALIBRATE not in self.config.disabled_passes
+        # Compiling changes the graph: a re-plan compiles a copy kept from before.
+        pristine = graph_copy(gm) if calibrate and static_shapes(gm) else None
+        compiled, plan_index, simulate = compile_graph(gm, example_inputs, None)
+        if plan_index is None or not calibrate:
+            return CompiledGraph(self, compiled, active, plan_index)
+        replan = Replan(
+            device,
+            simulate,
+            None if pristine is None else lambda calibration, inputs: compile_graph(graph_copy(pristine), inputs, calibration)[:2],
+            "" if pristine is not None else "its inputs have dynamic sizes (a re-plan would compile it for one size)",
+        )
+        return CompiledGraph(self, compiled, active, plan_index, replan)
+
+    def _compile(
+        self,
+        patches: dict[str, Any],
+        active: tuple[Mark, ...],
+        digest: str,
+        frame_root: Optional[str],
+        gm: fx.GraphModule,
+        example_inputs: Sequence[object],
+        calibration: Optional[Calibration],
+    ) -> tuple[Callable, Optional[int], Optional[Callable[[Calibration], StepPrediction]]]:
+        """Inductor's compile with this pass as its partitioner; returns the
+        compiled function, the index of its record (None: no backward
+        graph, nothing to offload or report) and the step simulator over its
+        graphs (None without predictions)."""
         from torch._inductor.compile_fx import compile_fx
 
-        patches = _inductor_patches(mode, options)
-        active = active_marks()
-        digest = marks_digest(gm) + repr(active)
+        patches = dict(patches)
         patches.update({
-            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root_name(gm)),
+            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root, calibration),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
         planned = len(self.records)
-        self._roots.update(marked_roots(gm))
         with torch._functorch.config.patch(enable_autograd_cache=False):
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
-        if len(self.records) == planned:  # no backward graph: nothing to offload or report
-            return _checking_marks(compiled, active, "a graph")
-        plan_index = len(self.records) - 1
-        return _checking_marks(
-            compiled, active, f"graph {plan_index}",
-            on_call=lambda outputs: self._steps.forward_called(
-                plan_index, outputs, self.plans, self._warn_unoffloaded_marks
-            ),
-        )
+        if len(self.records) == planned:
+            return compiled, None, None
+        return compiled, len(self.records) - 1, self._simulators.pop(len(self.records) - 1, None)
 
     def _warn_unoffloaded_marks(self, report: StepReport) -> None:
         _warn_unoffloaded_marks(report, list(self._roots))
@@ -175,15 +211,19 @@ class OffloadBackend:
         joint_inputs: Sequence[object],
         active: tuple[Mark, ...],
         frame_root: Optional[str],
+        calibration: Optional[Calibration],
         **kwargs: Any,
     ):
         """The pass, stage by stage. ``frame_root``: the qualified name of the
         module this graph's frame is the forward of, where known
-        (``naming.frame_root_name``)."""
+        (``naming.frame_root_name``). ``calibration``: the re-plan's
+        (``compiled_graph.py``), None the first time."""
         annotate_requests(joint.graph, active[-1] if active else None)
         graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
-        partition = functools.partial(_partition_and_plan, self, joint, joint_inputs, kwargs, graph_id, prefix)
+        partition = functools.partial(
+            _partition_and_plan, self, joint, joint_inputs, kwargs, graph_id, prefix, calibration
+        )
         attempt = partition(None, None)
         budget = None if attempt.plan.baseline is None else budget_bytes(self.config, attempt.plan.baseline.peak)
         recompute = (
@@ -197,6 +237,8 @@ class OffloadBackend:
             attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)
         check_budget(attempt.plan, budget, recompute)
         self._record(attempt.record)
+        if attempt.simulate is not None:
+            self._simulators[len(self.records) - 1] = attempt.simulate
         return attempt.fw_gm, attempt.bw_gm
 
     def _rewrite(
@@ -242,6 +284,9 @@ class _Attempt:
     bw_gm: fx.GraphModule
     saved: list[SavedTensor]
     record: CompileRecord
+    # The step simulator over these graphs under a calibration
+    # (calibration.fit_calibration); None without predictions.
+    simulate: Optional[Callable[[Calibration], StepPrediction]] = None
 
     @property
     def plan(self) -> OffloadPlan:
@@ -255,13 +300,15 @@ def _partition_and_plan(
     kwargs: dict,
     graph_id: str,
     prefix: str,
+    calibration: Optional[Calibration],
     level: Optional[float],
     reference: Optional[StepPrediction],
     seen: Optional[set] = None,
     max_copies: Optional[int] = None,
 ) -> Optional[_Attempt]:
     """Partition (under PyTorch's ``activation_memory_budget=level``, None:
-    as configured), plan, schedule and rewrite. ``reference``: the predicted
+    as configured), plan, schedule and rewrite; every prediction under
+    ``calibration`` where there is one. ``reference``: the predicted
     step of the first partition, the "without offload" every budget and
     report is measured from (None: this is the first). ``seen``: the saved
     sets planned already; a partition saving one of them again is not
@@ -288,23 +335,44 @@ def _partition_and_plan(
     measure = bool(plan.groups) or config.mode == Mode.BUDGET
     profile = device_profile(device, config.bandwidth_gbps, measure=measure)
     measure_kernels = config.measure_kernels and device.type == "cuda"
-    times = None if profile is None else node_times(fw_gm, bw_gm, profile, measure_kernels)
-    baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile)
+    measured = None if profile is None else node_times(fw_gm, bw_gm, profile, measure_kernels)
+    raw_profile, times = profile, measured
+    if calibration is not None and measured is not None:
+        times, profile = calibration.times(measured), calibration.profile(profile)
+    offset = 0 if calibration is None else calibration.peak_offset
+    baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile, offset)
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference.peak)
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
+    # The schedule works on the memory timeline itself, which a calibration
+    # does not move: the budget is lowered by what the timeline misses.
     schedule = schedule_copies(
-        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies
+        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config,
+        None if budget is None else budget - offset, max_copies,
     )
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
     plan = schedule.plan
     plan.recompute_level = level
+    plan.calibration = calibration
+    simulate = None
     if times is not None:
         plan.baseline = reference
-        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile)
+        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile, offset)
+    if measured is not None:
+        simulate = functools.partial(_simulate, fw_gm, bw_gm, timeline_after, measured, raw_profile)
     texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
-    return _Attempt(fw_gm, bw_gm, saved, CompileRecord(plan, timeline_before, timeline_after, texts))
+    return _Attempt(fw_gm, bw_gm, saved, CompileRecord(plan, timeline_before, timeline_after, texts), simulate)
+
+
+def _simulate(
+    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, timeline, times, profile, calibration: Calibration
+) -> StepPrediction:
+    """The step simulator over these rewritten graphs, from the uncalibrated
+    node times and profile, under ``calibration``."""
+    return predict_step(
+        fw_gm, bw_gm, timeline, calibration.times(times), calibration.profile(profile), calibration.peak_offset
+    )
 
 
 def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int) -> _Attempt:
@@ -445,42 +513,12 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) ->
     return patches
 
 
-def _under(marks: Sequence[Mark]) -> str:
-    return f"inside {marks[-1].source}" if marks else "outside any mark"
-
-
-def _checking_marks(
-    compiled: Callable, active: Sequence[Mark], graph_id: str, on_call: Optional[Callable] = None
-) -> Callable:
-    """A frame compiled on its own after a graph break can be reused under
-    marks other than those it was compiled for, where Dynamo cannot tell them
-    apart (see marking/mark_keeping.py): say so, once, when it happens. The gradients are
-    right either way; only what is offloaded differs from the marks."""
-    warned = []
-    key = mark_key(active)
-    compiled_under = _under(active)
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if not warned and active_mark_key() != key:
-            warned.append(True)
-            warnings.warn(
-                f"offload_pass: {graph_id} was compiled after a graph break {compiled_under} and "
-                f"now runs {_under(active_marks())}: "
-                "Dynamo cannot keep compiled frames apart by mark here (a function called "
-                "from a marked module and from an unmarked one, with a graph break inside), "
-                "so it offloads what its plan says, not what the marks here say. Mark every "
-                "module that runs this code alike, or move the graph break out of it "
-                "(gradients are unaffected).",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        outputs = compiled(*args, **kwargs)
-        if on_call is not None:
-            on_call(outputs)
-        return outputs
-
-    run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
-    return run
+def _cuda_device(example_inputs: Sequence[object]) -> Optional[torch.device]:
+    """The CUDA device of the graph's first CUDA input (None: a CPU graph)."""
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+            return value.device
+    return None
 
 
 def make_backend(

@@ -26,6 +26,7 @@ from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import mib
 
 if TYPE_CHECKING:
+    from offload_pass.planning.calibration import Calibration, PredictionCheck
     from offload_pass.planning.step_model import StepPrediction
 
 __all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
@@ -89,6 +90,11 @@ class OffloadPlan:
     # mode="budget" past what offload alone reaches: the activation_memory_budget
     # PyTorch's partitioner ran under for this plan (planning/recompute.py).
     recompute_level: Optional[float] = None
+    # On CUDA (compiled_graph.py): the step simulator's prediction against
+    # the measured call 2 of this graph, and the calibration this plan was
+    # planned under (None: planned from the estimates and measured kernels).
+    measured: Optional["PredictionCheck"] = None
+    calibration: Optional["Calibration"] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
@@ -175,6 +181,10 @@ class OffloadPlan:
             lines.append(self.selection)
         if self.baseline is not None and self.prediction is not None:
             lines.extend(self._prediction_lines(self.baseline, self.prediction))
+        if self.calibration is not None:
+            lines.append(f"planned again, {self.calibration.describe()}")
+        if self.measured is not None:
+            lines.append(self.measured.describe())
         return lines
 
     def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:

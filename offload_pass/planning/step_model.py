@@ -83,12 +83,13 @@ def node_times(
 @dataclasses.dataclass(frozen=True)
 class StepPrediction:
     step_ms: float  # forward + backward compute + the waits below
-    peak: int  # device bytes, the memory timeline's highest point
+    peak: int  # device bytes: the memory timeline's highest point, plus peak_offset
     forward_ms: float  # compute of the forward graph, copies aside
     backward_ms: float
     forward_wait_ms: float  # compute stream waiting for copies to land (releases)
     backward_wait_ms: float  # compute stream waiting for reloads
     times: str  # NodeTimes.source
+    peak_offset: int = 0  # bytes a calibration adds to the timeline's peak (planning/calibration.py)
 
     def describe(self) -> str:
         waits = ""
@@ -145,12 +146,20 @@ def _run(gm: fx.GraphModule, times: list[float], streams: _Streams) -> tuple[flo
 
 
 def predict_step(
-    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, timeline: Timeline, times: NodeTimes, profile: DeviceProfile
+    fw_gm: fx.GraphModule,
+    bw_gm: fx.GraphModule,
+    timeline: Timeline,
+    times: NodeTimes,
+    profile: DeviceProfile,
+    peak_offset: int = 0,
 ) -> StepPrediction:
-    """The predicted step of these graphs (see the module docstring)."""
+    """The predicted step of these graphs (see the module docstring).
+    ``peak_offset``: the bytes a calibration found the timeline missing at
+    the measured peak (``calibration.Calibration``), added to its peak."""
     streams = _Streams(profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
     forward_ms, forward_wait = _run(fw_gm, times.ordered(fw_gm, "forward"), streams)
     backward_ms, backward_wait = _run(bw_gm, times.ordered(bw_gm, "backward"), streams)
     return StepPrediction(
-        streams.compute, timeline.peak, forward_ms, backward_ms, forward_wait, backward_wait, times.source
+        streams.compute, timeline.peak + peak_offset, forward_ms, backward_ms, forward_wait, backward_wait,
+        times.source, peak_offset,
     )

@@ -166,6 +166,11 @@ class StepTracker:
                 leaf.register_hook(backward_started)
                 break
 
+    def ran_alone(self, plan_index: int) -> bool:
+        """The last step is complete and ran only this graph, once: a peak
+        measured over one call of it is this graph's own."""
+        return self._backward_ran and self._calls == Counter({plan_index: 1})
+
     def report(self, plans: Sequence[OffloadPlan]) -> Optional[StepReport]:
         if not self._calls:
             return None

@@ -177,8 +177,19 @@ def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
     if x.device.type != "cuda":
         return
     event = events.pop(key, None)
-    if event is not None:
-        torch.cuda.current_stream(x.device).wait_event(event)
+    if event is None:
+        return
+    stream = torch.cuda.current_stream(x.device)
+    if STATE.wait_timing is None:
+        stream.wait_event(event)
+        return
+    # A measured call (runtime/measure.py): the time between these two
+    # events is how long the compute stream stalled on the copy.
+    before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    before.record(stream)
+    stream.wait_event(event)
+    after.record(stream)
+    STATE.wait_timing.append((before, after))
 
 
 def _no_result(*_args: object) -> None:

@@ -1,0 +1,196 @@
+"""Stage 5b, the compiled graph as Dynamo calls it.
+
+Takes: Inductor's compiled function of one forward/backward pair, the
+backend that compiled it (its step tracker and records) and, on CUDA, a
+``Replan``: how to compile the same graph again under a calibration. Gives:
+``CompiledGraph``, the callable the backend hands to Dynamo. Each call
+
+- checks that the marks in force are those the graph was compiled under
+  (``marking/mark_keeping.py``: Dynamo cannot always tell them apart);
+- counts the call in the backend's step report (``reporting/step_report.py``);
+- on CUDA, unless ``disabled_passes`` names "calibrate": measures call 2
+  (call 1 warms up: autotuning, host pools, the lazy backward compile) with
+  ``runtime/measure.py`` and puts the ``PredictionCheck`` in the plan
+  (``plan.measured``). Where the step time or the peak is off by more than
+  ``REPLAN_TOLERANCE`` (3 %), the next call with gradients on fits a
+  ``Calibration`` (``planning/calibration.py``) and compiles the graph once
+  more under it, from that call's inputs: a new record whose plan says what
+  it was calibrated by (``plan.calibration``), itself measured on its call 2
+  and never planned again.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from offload_pass.marking.mark import Mark
+from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
+from offload_pass.planning.calibration import Calibration, check_prediction, fit_calibration
+from offload_pass.runtime.measure import CallMeasurement
+
+if TYPE_CHECKING:
+    from offload_pass.backend import OffloadBackend
+
+__all__ = ["CompiledGraph", "Replan", "graph_copy", "static_shapes"]
+
+log = logging.getLogger("offload_pass")
+
+# The call measured: the first warms up.
+MEASURED_CALL = 2
+
+
+def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of Dynamo's graph that Inductor can compile again (compiling
+    changes the graph it is given). Dynamo's sources of the inputs, which
+    AOTAutograd reads, are node attributes that a deep copy leaves behind."""
+    copied = copy.deepcopy(gm)
+    for old, new in zip(gm.graph.find_nodes(op="placeholder"), copied.graph.find_nodes(op="placeholder")):
+        if hasattr(old, "_dynamo_source"):
+            new._dynamo_source = old._dynamo_source  # type: ignore[attr-defined]
+    return copied
+
+
+def static_shapes(gm: fx.GraphModule) -> bool:
+    """No input of symbolic size: a graph compiled again from one call's
+    inputs serves every call Dynamo sends it."""
+    for node in gm.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.SymInt):
+            return False
+        if isinstance(value, torch.Tensor) and any(
+            isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride(), value.storage_offset())
+        ):
+            return False
+    return True
+
+
+@dataclasses.dataclass
+class Replan:
+    """How to plan and compile the graph once more (the backend's closure:
+    ``compile(calibration, inputs)`` returns the compiled function and the
+    index of its record), and the step simulator over the graphs measured
+    (``simulate(calibration)``). ``compile`` None: measure, never re-plan,
+    ``why_not`` says why."""
+
+    device: torch.device
+    simulate: Optional[Callable[[Calibration], Any]]
+    compile: Optional[Callable[[Calibration, list], tuple[Callable, int]]]
+    why_not: str = ""
+
+
+def _under(marks: Sequence[Mark]) -> str:
+    return f"inside {marks[-1].source}" if marks else "outside any mark"
+
+
+def _inputs(args: tuple) -> list:
+    """The graph's inputs of one call (Dynamo hands them one by one, or as
+    one list to a boxed function)."""
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+
+
+class CompiledGraph:
+    """What Dynamo calls for one compiled graph (see the module docstring).
+    ``plan_index``: the graph's record in ``backend.records`` (None: no
+    backward graph, nothing planned); ``replan``: None off CUDA or with
+    calibration disabled."""
+
+    def __init__(
+        self,
+        backend: "OffloadBackend",
+        compiled: Callable,
+        active: Sequence[Mark],
+        plan_index: Optional[int],
+        replan: Optional[Replan] = None,
+    ) -> None:
+        self.backend = backend
+        self.compiled = compiled
+        self.plan_index = plan_index
+        self.graph_id = "a graph" if plan_index is None else f"graph {plan_index}"
+        self.replan = replan
+        self.calls = 0
+        self.measurement: Optional[CallMeasurement] = None
+        self._key = mark_key(active)
+        self._compiled_under = _under(active)
+        self._warned = False
+        self._boxed_call = getattr(compiled, "_boxed_call", False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_marks()
+        self.calls += 1
+        if self.measurement is not None and self.measurement.backward_ran and torch.is_grad_enabled():
+            # (A re-plan compiled under no_grad would compile an inference graph.)
+            self._checked(args)
+        measuring = self._start_measurement()
+        outputs = self.compiled(*args, **kwargs)
+        if measuring:
+            self.measurement.end_forward(outputs)  # type: ignore[union-attr]
+            if self.measurement.failed:  # type: ignore[union-attr]
+                self.measurement = None  # the next call is measured instead
+        if self.plan_index is not None:
+            self.backend._steps.forward_called(
+                self.plan_index, outputs, self.backend.plans, self.backend._warn_unoffloaded_marks
+            )
+        return outputs
+
+    def _check_marks(self) -> None:
+        """A frame compiled on its own after a graph break can be reused under
+        marks other than those it was compiled for, where Dynamo cannot tell
+        them apart (see marking/mark_keeping.py): say so, once, when it
+        happens. The gradients are right either way; only what is offloaded
+        differs from the marks."""
+        if self._warned or active_mark_key() == self._key:
+            return
+        self._warned = True
+        warnings.warn(
+            f"offload_pass: {self.graph_id} was compiled after a graph break {self._compiled_under} and "
+            f"now runs {_under(active_marks())}: "
+            "Dynamo cannot keep compiled frames apart by mark here (a function called "
+            "from a marked module and from an unmarked one, with a graph break inside), "
+            "so it offloads what its plan says, not what the marks here say. Mark every "
+            "module that runs this code alike, or move the graph break out of it "
+            "(gradients are unaffected).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _start_measurement(self) -> bool:
+        if (
+            self.replan is None or self.measurement is not None or self.calls < MEASURED_CALL
+            or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
+            or self.backend.plans[self.plan_index].prediction is None or not torch.is_grad_enabled()
+        ):
+            return False
+        alone = self.backend._steps.ran_alone(self.plan_index)
+        note = "" if alone else "the step runs other graphs, or this one several times"
+        self.measurement = CallMeasurement(self.replan.device, self.calls, note)
+        self.measurement.start_forward()
+        return True
+
+    def _checked(self, args: tuple) -> None:
+        """The measured call's backward has run: check the prediction and,
+        where it is off, plan once more (from this call's inputs)."""
+        measured = self.measurement.result()  # type: ignore[union-attr]
+        self.measurement = None
+        plan = self.backend.plans[self.plan_index]  # type: ignore[index]
+        check = check_prediction(plan.prediction, measured)
+        plan.measured = check
+        log.info("offload_pass: %s %s", plan.graph_id, check.describe())
+        replan = self.replan
+        if check.within() or replan.compile is None or replan.simulate is None:
+            if not check.within() and replan.why_not:
+                log.info("offload_pass: %s not planned again: %s", plan.graph_id, replan.why_not)
+            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            return
+        calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, call {measured.call}")
+        log.info("offload_pass: %s planned again: %s", plan.graph_id, calibration.describe())
+        self.compiled, self.plan_index = replan.compile(calibration, _inputs(args))
+        self.graph_id = f"graph {self.plan_index}"
+        self.calls = 1  # this call is the new graph's first
+        self.replan = dataclasses.replace(replan, compile=None, simulate=None, why_not="planned again once already")

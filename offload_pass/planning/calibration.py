@@ -1,0 +1,189 @@
+"""Stage 3g, calibration: the step simulator held to what the device measured.
+
+Takes: a plan's ``StepPrediction`` and a ``MeasuredCall``, one call of the
+compiled forward and its backward timed on the device (``runtime/measure.py``:
+each phase on the compute stream, the time it stalled on copies, the peak
+above what was allocated when the forward started). Gives:
+
+- ``check_prediction``: a ``PredictionCheck``, the errors of the step and
+  peak the simulator predicted, and whether they are within
+  ``REPLAN_TOLERANCE`` (issue #19's 3 %);
+- ``fit_calibration``: a ``Calibration`` that makes the simulator reproduce
+  the measurement: a scale per phase on the node times (compute measured,
+  waits aside), a scale per direction on the copy bandwidth (found by
+  bisection so that the simulated stall matches the measured one), and the
+  bytes the memory timeline missed at the peak. The backend plans the graph
+  once more under it (``backend.py``), which is the one re-plan.
+
+Pure functions over plain data: the simulator is handed in as a callable, so
+everything here is testable without a device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Optional
+
+from offload_pass.planning.cost_model import DeviceProfile
+from offload_pass.planning.step_model import NodeTimes, StepPrediction
+from offload_pass.units import format_bytes
+
+__all__ = [
+    "REPLAN_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fit_calibration",
+]
+
+# Issue #19: the step time and the peak predicted within 3 % of the measured.
+REPLAN_TOLERANCE = 0.03
+# A stall shorter than this share of the step is within the timer's noise:
+# the bandwidth is not fitted to it.
+_WAIT_NOISE = 0.01
+# The bandwidth scales the bisection may reach (a copy 8x slower or faster
+# than profiled is a wrong profile, not a calibration).
+_SCALE_RANGE = (1 / 8, 8.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredCall:
+    """One call of a compiled forward and its backward, on the device."""
+
+    call: int  # which call of the compiled graph (1 = the first)
+    forward_ms: float  # the forward on the compute stream, its stalls included
+    backward_ms: float
+    forward_wait_ms: float  # the compute stream stalled at releases (copies landing)
+    backward_wait_ms: float  # ... at wait_reloads (reloads landing)
+    peak: Optional[int]  # bytes above what was allocated at the forward's start; None: not measured
+    peak_note: str = ""  # why the peak was not measured
+
+    @property
+    def step_ms(self) -> float:
+        return self.forward_ms + self.backward_ms
+
+
+def _error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured if measured else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionCheck:
+    """A prediction against the measured call it predicted."""
+
+    predicted: StepPrediction
+    measured: MeasuredCall
+
+    @property
+    def step_error(self) -> float:
+        """(predicted - measured) / measured step time."""
+        return _error(self.predicted.step_ms, self.measured.step_ms)
+
+    @property
+    def peak_error(self) -> Optional[float]:
+        if self.measured.peak is None:
+            return None
+        return _error(self.predicted.peak, self.measured.peak)
+
+    def within(self, tolerance: float = REPLAN_TOLERANCE) -> bool:
+        errors = [self.step_error] + ([] if self.peak_error is None else [self.peak_error])
+        return all(abs(e) <= tolerance for e in errors)
+
+    def describe(self) -> str:
+        m, p = self.measured, self.predicted
+        peak = (
+            "peak not measured" + (f" ({m.peak_note})" if m.peak_note else "") if m.peak is None
+            else f"peak {format_bytes(m.peak)}, predicted {format_bytes(p.peak)} ({self.peak_error:+.1%})"
+        )
+        return (
+            f"measured on call {m.call}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}, backward "
+            f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms), "
+            f"predicted {p.step_ms:.2f} ms ({self.step_error:+.1%}); {peak}"
+        )
+
+
+def check_prediction(prediction: StepPrediction, measured: MeasuredCall) -> PredictionCheck:
+    return PredictionCheck(prediction, measured)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What the simulator is corrected by. The identity (all defaults)
+    changes nothing."""
+
+    forward_scale: float = 1.0  # node times of the forward x this
+    backward_scale: float = 1.0
+    d2h_scale: float = 1.0  # the profile's device->host bandwidth x this
+    h2d_scale: float = 1.0
+    peak_offset: int = 0  # bytes the memory timeline missed at the peak
+    source: str = ""  # where it was measured
+    peak_measured: bool = False  # False: peak_offset is 0 for want of a measured peak
+
+    def times(self, times: NodeTimes) -> NodeTimes:
+        return NodeTimes(
+            {k: v * self.forward_scale for k, v in times.forward.items()},
+            {k: v * self.backward_scale for k, v in times.backward.items()},
+            f"{times.source}, calibrated",
+        )
+
+    def profile(self, profile: DeviceProfile) -> DeviceProfile:
+        return dataclasses.replace(
+            profile,
+            d2h_gbps=profile.d2h_gbps * self.d2h_scale,
+            h2d_gbps=profile.h2d_gbps * self.h2d_scale,
+            source=f"{profile.source}, calibrated",
+        )
+
+    def describe(self) -> str:
+        sign = "+" if self.peak_offset >= 0 else "-"
+        peak = f"peak {sign}{format_bytes(abs(self.peak_offset))}" if self.peak_measured else "peak not measured"
+        return (
+            f"calibrated on {self.source}: node times x{self.forward_scale:.3f} forward, "
+            f"x{self.backward_scale:.3f} backward; copy bandwidth x{self.d2h_scale:.3f} device->host, "
+            f"x{self.h2d_scale:.3f} host->device; {peak}"
+        )
+
+
+def _fit_scale(wait_at: Callable[[float], float], target: float, noise: float) -> float:
+    """The bandwidth scale at which ``wait_at(scale)`` (the simulated stall,
+    non-increasing in the scale) meets ``target``; 1.0 where the unscaled
+    stall is within ``noise`` of it already."""
+    if abs(wait_at(1.0) - target) <= noise:
+        return 1.0
+    low, high = (_SCALE_RANGE[0], 1.0) if wait_at(1.0) < target else (1.0, _SCALE_RANGE[1])
+    for _ in range(30):  # log-space bisection: ~1e-8 relative
+        mid = math.sqrt(low * high)
+        if wait_at(mid) > target:
+            low = mid
+        else:
+            high = mid
+    return math.sqrt(low * high)
+
+
+def fit_calibration(
+    check: PredictionCheck, simulate: Callable[[Calibration], StepPrediction], source: str
+) -> Calibration:
+    """The calibration under which ``simulate`` (the step simulator over the
+    graphs that were measured) reproduces ``check.measured``: compute per
+    phase scaled to the measured time less its stalls, then each direction's
+    bandwidth scaled until the simulated stall is the measured one (the
+    forward's first: the backward's reloads queue behind it), and the peak
+    moved by what the timeline missed."""
+    measured, predicted = check.measured, check.predicted
+    forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
+    backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
+    calibration = Calibration(
+        forward_scale=forward / predicted.forward_ms if predicted.forward_ms else 1.0,
+        backward_scale=backward / predicted.backward_ms if predicted.backward_ms else 1.0,
+        peak_offset=0 if measured.peak is None else measured.peak - (predicted.peak - predicted.peak_offset),
+        source=source,
+        peak_measured=measured.peak is not None,
+    )
+    noise = _WAIT_NOISE * measured.step_ms
+
+    def forward_wait(scale: float) -> float:
+        return simulate(dataclasses.replace(calibration, d2h_scale=scale)).forward_wait_ms
+
+    calibration = dataclasses.replace(calibration, d2h_scale=_fit_scale(forward_wait, measured.forward_wait_ms, noise))
+
+    def backward_wait(scale: float) -> float:
+        return simulate(dataclasses.replace(calibration, h2d_scale=scale)).backward_wait_ms
+
+    return dataclasses.replace(calibration, h2d_scale=_fit_scale(backward_wait, measured.backward_wait_ms, noise))

@@ -1,0 +1,266 @@
+"""The step simulator held to the device: call 2 measured, one re-plan.
+
+The fit is a pure function (calibration.fit_calibration) over a simulator
+handed in. The backend's wiring (compiled_graph.py) runs on CUDA only; here
+it runs on the CPU with the device measurement replaced by fixed figures,
+which is what the wiring consumes: the checks below are on what it does
+with them (a second record planned under the fitted calibration, a
+different choice, gradients still plain Inductor's, never a third plan).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import offload_pass
+from offload_pass import backend as backend_module
+from offload_pass import compiled_graph
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning.calibration import (
+    Calibration, MeasuredCall, check_prediction, fit_calibration,
+)
+from offload_pass.planning.step_model import StepPrediction
+
+
+
+def _prediction(forward=10.0, backward=20.0, forward_wait=0.0, backward_wait=0.0, peak=1000, offset=0):
+    return StepPrediction(
+        forward + backward + forward_wait + backward_wait, peak, forward, backward, forward_wait, backward_wait,
+        "test", offset,
+    )
+
+
+def _copy_bound(calibration: Calibration) -> StepPrediction:
+    """A toy simulator: 12 ms of copies at bandwidth 1 behind 10 ms of
+    forward compute, 24 ms of reloads behind 20 ms of backward compute."""
+    forward, backward = 10.0 * calibration.forward_scale, 20.0 * calibration.backward_scale
+    forward_wait = max(0.0, 12.0 / calibration.d2h_scale - forward)
+    backward_wait = max(0.0, 24.0 / calibration.h2d_scale - backward)
+    return _prediction(forward, backward, forward_wait, backward_wait, 1000 + calibration.peak_offset, calibration.peak_offset)
+
+
+def test_prediction_errors_are_relative_to_the_measured():
+    measured = MeasuredCall(2, 12.0, 24.0, 1.0, 0.0, 1250)
+    check = check_prediction(_prediction(), measured)
+    assert check.step_error == pytest.approx((30 - 36) / 36)
+    assert check.peak_error == pytest.approx((1000 - 1250) / 1250)
+    assert not check.within()
+    assert check_prediction(_prediction(), MeasuredCall(2, 10.2, 20.3, 0.0, 0.0, 1010)).within()
+    unmeasured = check_prediction(_prediction(), MeasuredCall(2, 10.0, 20.0, 0.0, 0.0, None, "two graphs"))
+    assert unmeasured.peak_error is None and unmeasured.within()
+    assert "peak not measured (two graphs)" in unmeasured.describe()
+
+
+def test_fit_reproduces_the_measured_call():
+    # The device: forward compute 11 ms, copies at 0.8 of the profiled
+    # bandwidth (15 ms: a 4 ms stall), backward compute 18 ms, reloads of
+    # 30 ms (a 12 ms stall), 300 bytes more than the timeline at the peak.
+    truth = Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True)
+    device = _copy_bound(truth)
+    measured = MeasuredCall(
+        2, device.forward_ms + device.forward_wait_ms, device.backward_ms + device.backward_wait_ms,
+        device.forward_wait_ms, device.backward_wait_ms, device.peak,
+    )
+    check = check_prediction(_copy_bound(Calibration()), measured)
+    fitted = fit_calibration(check, _copy_bound, "graph 0, call 2")
+    assert fitted.forward_scale == pytest.approx(1.1) and fitted.backward_scale == pytest.approx(0.9)
+    assert fitted.d2h_scale == pytest.approx(0.8, rel=1e-6) and fitted.h2d_scale == pytest.approx(0.8, rel=1e-6)
+    assert fitted.peak_offset == 300
+    again = check_prediction(_copy_bound(fitted), measured)
+    assert abs(again.step_error) < 1e-6 and again.peak_error == 0
+    assert fitted.describe() == (
+        "calibrated on graph 0, call 2: node times x1.100 forward, x0.900 backward; copy bandwidth "
+        "x0.800 device->host, x0.800 host->device; peak +300 B"
+    )
+
+
+def test_a_stall_within_the_noise_leaves_the_bandwidth_alone():
+    # Compute 12 + 24 ms, as long as the copies: predicted no stall,
+    # measured 0.1 ms in each phase of a 36 ms step: timer noise.
+    measured = MeasuredCall(2, 12.1, 24.1, 0.1, 0.1, None)
+    fitted = fit_calibration(check_prediction(_copy_bound(Calibration()), measured), _copy_bound, "x")
+    assert fitted.forward_scale == pytest.approx(1.2) and fitted.backward_scale == pytest.approx(1.2)
+    assert fitted.d2h_scale == 1.0 and fitted.h2d_scale == 1.0 and fitted.peak_offset == 0
+    assert fitted.describe().endswith("host->device; peak not measured")
+
+
+class _Measured:
+    """Stands in for runtime.measure.CallMeasurement: each measured call
+    reports ``figures(prediction)``."""
+
+    figures = None
+    backend = None
+
+    def __init__(self, device, call, peak_note=""):
+        self.call, self.peak_note = call, peak_note
+        self.backward_ran = False
+        self.failed = None
+
+    def start_forward(self):
+        pass
+
+    def end_forward(self, outputs):
+        self.backward_ran = True  # read at the next call, after this call's backward
+
+    def result(self):
+        prediction = [p for p in _Measured.backend.plans if p.measured is None][-1].prediction
+        return dataclasses.replace(_Measured.figures(prediction), call=self.call, peak_note=self.peak_note)
+
+
+@pytest.fixture
+def device_measured(monkeypatch):
+    """The backend's calibration path on the CPU with fixed measurements."""
+    monkeypatch.setattr(backend_module, "_cuda_device", lambda inputs: torch.device("cpu"))
+    monkeypatch.setattr(compiled_graph, "CallMeasurement", _Measured)
+    return _Measured
+
+
+def _decoder():
+    torch.manual_seed(0)
+    return make_decoder(layers=3, hidden=32, heads=4)
+
+
+INPUTS = (torch.randn(8, 128, 32),)
+
+
+def _nothing_marked(model):
+    pass
+
+
+def _train(backend, steps):
+    """``steps`` training steps of the decoder; the last step's gradients."""
+    torch._dynamo.reset()
+    model = _decoder()
+    compiled = torch.compile(model, backend=backend)
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        compiled(*INPUTS).backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _assert_plain_inductors(grads, steps):
+    want = _train("inductor", steps)
+    assert want.keys() == grads.keys()
+    assert max(g.abs().max().item() for g in want.values()) > 1e-3  # a comparison that can fail
+    for name in want:
+        torch.testing.assert_close(grads[name], want[name], atol=1e-6, rtol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured):
+    # The device stalls the forward on its copies 3x as long as it computes:
+    # the copies are far slower than the profile says.
+    def figures(p):
+        stall = 3 * p.forward_ms
+        return MeasuredCall(0, p.forward_ms + stall, p.backward_ms, stall, 0.0, None, "")
+
+    device_measured.figures = figures
+    backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
+    device_measured.backend = backend
+    # Call 2 measured, call 3 planned again, the new graph's call 2 (step 4)
+    # measured, step 5 checks it: and nothing more.
+    grads = _train(backend, steps=6)
+    assert len(backend.records) == 2, [str(p) for p in backend.plans]
+    first, second = backend.plans
+    assert first.calibration is None and first.measured is not None and not first.measured.within()
+    calibration = second.calibration
+    assert calibration is not None and calibration.source == "graph 0, call 2"
+    assert calibration.d2h_scale < 0.5 and calibration.forward_scale == pytest.approx(1.0)
+    assert first.groups and len(second.groups) < len(first.groups), (str(first), str(second))
+    assert second.measured is not None and second.measured.measured.call == 2
+    assert f"planned again, {calibration.describe()}" in str(second)
+    _assert_plain_inductors(grads, steps=6)
+
+
+def test_a_prediction_within_three_percent_is_kept(device_measured):
+    device_measured.figures = lambda p: MeasuredCall(
+        0, 1.02 * (p.forward_ms + p.forward_wait_ms), p.backward_ms + p.backward_wait_ms,
+        p.forward_wait_ms, p.backward_wait_ms, int(p.peak * 0.98),
+    )
+    backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
+    device_measured.backend = backend
+    _train(backend, steps=4)
+    assert len(backend.records) == 1
+    check = backend.plans[0].measured
+    assert check.within() and check.peak_error == pytest.approx(0.02, abs=1e-3)
+    assert check.describe() in str(backend.plans[0])
+
+
+def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_measured):
+    # The device's peak is a third above the timeline's: the budget, a
+    # fraction of the peak without offload, is planned again against the
+    # peaks corrected by what the timeline missed.
+    device_measured.figures = lambda p: MeasuredCall(
+        0, p.forward_ms + p.forward_wait_ms, p.backward_ms + p.backward_wait_ms,
+        p.forward_wait_ms, p.backward_wait_ms, int(p.peak * 4 / 3),
+    )
+    backend = offload_pass.make_backend(mode="budget", memory_budget=0.8, min_bytes=0)
+    device_measured.backend = backend
+    grads = _train(backend, steps=5)
+    assert len(backend.records) == 2
+    first, second = backend.plans
+    offset = second.calibration.peak_offset
+    assert offset == first.measured.measured.peak - first.prediction.peak > 0
+    assert second.prediction.peak_offset == second.baseline.peak_offset == offset
+    assert second.baseline.peak == first.baseline.peak + offset
+    assert second.prediction.peak <= int(0.8 * second.baseline.peak) or "out of reach" in second.selection
+    assert second.offloaded_bytes > first.offloaded_bytes, (str(first), str(second))
+    _assert_plain_inductors(grads, steps=5)
+
+
+def test_calibrate_disabled_by_name_measures_nothing(device_measured):
+    device_measured.figures = lambda p: pytest.fail("measured although calibrate is disabled")
+    backend = offload_pass.make_backend(mode="auto", min_bytes=0, disabled_passes=("calibrate",))
+    device_measured.backend = backend
+    _train(backend, steps=4)
+    assert len(backend.records) == 1 and backend.plans[0].measured is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_call_two_is_measured_on_the_device():
+    """The real measurement (runtime/measure.py): call 2's peak is the one
+    torch.cuda reports over that step, its times are the step's, and a
+    re-plan, where there is one, keeps the gradients plain Inductor's."""
+    def run(backend, steps=6):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = make_decoder(layers=2, hidden=256, heads=4).cuda()
+        if backend != "inductor":
+            offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
+        x = torch.randn(4, 512, 256, device="cuda", generator=torch.Generator().manual_seed(1)).cuda()
+        compiled = torch.compile(model, backend=backend)
+        seen = []
+        for step in range(steps):
+            model.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            compiled(x).backward()
+            end.record()
+            torch.cuda.synchronize()
+            seen.append((torch.cuda.max_memory_allocated() - base, start.elapsed_time(end)))
+        return {n: p.grad.clone() for n, p in model.named_parameters()}, seen
+
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    grads, seen = run(backend)
+    first = backend.plans[0]
+    assert first.offloaded and first.measured is not None, str(first)
+    measured = first.measured.measured
+    assert measured.call == 2
+    assert measured.peak == seen[1][0], (measured, seen[1])
+    assert 0 < measured.step_ms <= seen[1][1]
+    assert 0 <= measured.forward_wait_ms <= measured.forward_ms
+    assert 0 <= measured.backward_wait_ms <= measured.backward_ms
+    if first.measured.within():
+        assert len(backend.records) == 1
+    else:
+        assert len(backend.records) == 2 and backend.plans[1].calibration is not None
+        assert backend.plans[1].measured is not None and backend.plans[1].measured.measured.call == 2
+    want, _ = run("inductor")
+    # fp32 on the device: the copies move bytes, the gradients are bit-identical.
+    for name in want:
+        assert torch.equal(grads[name], want[name]), (name, (grads[name] - want[name]).abs().max().item())
