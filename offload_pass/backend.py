@@ -340,7 +340,10 @@ def _partition_and_plan(
     if calibration is not None and measured is not None:
         times, profile = calibration.times(measured), calibration.profile(profile)
     offset = 0 if calibration is None else calibration.peak_offset
-    baseline = None if times is None else predict_step(fw_gm, bw_gm, timeline_before, times, profile, offset)
+    between = 0.0 if calibration is None else calibration.between_ms
+    baseline = None if times is None else predict_step(
+        fw_gm, bw_gm, timeline_before, times, profile, offset, between
+    )
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference.peak)
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
@@ -358,7 +361,7 @@ def _partition_and_plan(
     simulate = None
     if times is not None:
         plan.baseline = reference
-        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile, offset)
+        plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile, offset, between)
     if measured is not None:
         simulate = functools.partial(_simulate, fw_gm, bw_gm, timeline_after, measured, raw_profile)
     texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
@@ -371,7 +374,8 @@ def _simulate(
     """The step simulator over these rewritten graphs, from the uncalibrated
     node times and profile, under ``calibration``."""
     return predict_step(
-        fw_gm, bw_gm, timeline, calibration.times(times), calibration.profile(profile), calibration.peak_offset
+        fw_gm, bw_gm, timeline, calibration.times(times), calibration.profile(profile),
+        calibration.peak_offset, calibration.between_ms,
     )
 
 

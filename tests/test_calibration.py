@@ -26,10 +26,10 @@ from offload_pass.planning.step_model import StepPrediction
 
 
 
-def _prediction(forward=10.0, backward=20.0, forward_wait=0.0, backward_wait=0.0, peak=1000, offset=0):
+def _prediction(forward=10.0, backward=20.0, forward_wait=0.0, backward_wait=0.0, peak=1000, offset=0, between=0.0):
     return StepPrediction(
-        forward + backward + forward_wait + backward_wait, peak, forward, backward, forward_wait, backward_wait,
-        "test", offset,
+        forward + backward + forward_wait + backward_wait + between, peak, forward, backward, forward_wait,
+        backward_wait, "test", offset, between,
     )
 
 
@@ -39,7 +39,10 @@ def _copy_bound(calibration: Calibration) -> StepPrediction:
     forward, backward = 10.0 * calibration.forward_scale, 20.0 * calibration.backward_scale
     forward_wait = max(0.0, 12.0 / calibration.d2h_scale - forward)
     backward_wait = max(0.0, 24.0 / calibration.h2d_scale - backward)
-    return _prediction(forward, backward, forward_wait, backward_wait, 1000 + calibration.peak_offset, calibration.peak_offset)
+    return _prediction(
+        forward, backward, forward_wait, backward_wait, 1000 + calibration.peak_offset, calibration.peak_offset,
+        calibration.between_ms,
+    )
 
 
 def test_prediction_errors_are_relative_to_the_measured():
@@ -58,22 +61,23 @@ def test_fit_reproduces_the_measured_call():
     # The device: forward compute 11 ms, copies at 0.8 of the profiled
     # bandwidth (15 ms: a 4 ms stall), backward compute 18 ms, reloads of
     # 30 ms (a 12 ms stall), 300 bytes more than the timeline at the peak.
-    truth = Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True)
+    # 1.5 ms between the forward's end and the backward's start.
+    truth = Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True, 1.5)
     device = _copy_bound(truth)
     measured = MeasuredCall(
         2, device.forward_ms + device.forward_wait_ms, device.backward_ms + device.backward_wait_ms,
-        device.forward_wait_ms, device.backward_wait_ms, device.peak,
+        device.forward_wait_ms, device.backward_wait_ms, device.peak, between_ms=1.5,
     )
     check = check_prediction(_copy_bound(Calibration()), measured)
     fitted = fit_calibration(check, _copy_bound, "graph 0, call 2")
     assert fitted.forward_scale == pytest.approx(1.1) and fitted.backward_scale == pytest.approx(0.9)
     assert fitted.d2h_scale == pytest.approx(0.8, rel=1e-6) and fitted.h2d_scale == pytest.approx(0.8, rel=1e-6)
-    assert fitted.peak_offset == 300
+    assert fitted.peak_offset == 300 and fitted.between_ms == 1.5
     again = check_prediction(_copy_bound(fitted), measured)
     assert abs(again.step_error) < 1e-6 and again.peak_error == 0
     assert fitted.describe() == (
         "calibrated on graph 0, call 2: node times x1.100 forward, x0.900 backward; copy bandwidth "
-        "x0.800 device->host, x0.800 host->device; peak +300 B"
+        "x0.800 device->host, x0.800 host->device; 1.50 ms between forward and backward; peak +300 B"
     )
 
 
@@ -84,7 +88,7 @@ def test_a_stall_within_the_noise_leaves_the_bandwidth_alone():
     fitted = fit_calibration(check_prediction(_copy_bound(Calibration()), measured), _copy_bound, "x")
     assert fitted.forward_scale == pytest.approx(1.2) and fitted.backward_scale == pytest.approx(1.2)
     assert fitted.d2h_scale == 1.0 and fitted.h2d_scale == 1.0 and fitted.peak_offset == 0
-    assert fitted.describe().endswith("host->device; peak not measured")
+    assert fitted.describe().endswith("host->device; peak and time between forward and backward not measured")
 
 
 class _Measured:
@@ -229,7 +233,7 @@ def test_call_two_is_measured_on_the_device():
         model = make_decoder(layers=2, hidden=256, heads=4).cuda()
         if backend != "inductor":
             offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
-        x = torch.randn(4, 512, 256, device="cuda", generator=torch.Generator().manual_seed(1)).cuda()
+        x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
         compiled = torch.compile(model, backend=backend)
         seen = []
         for step in range(steps):

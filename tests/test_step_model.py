@@ -20,11 +20,11 @@ def compiled():
     calls = []
     real = backend_module.predict_step
 
-    def capture(fw_gm, bw_gm, timeline, times, profile, peak_offset=0):
+    def capture(fw_gm, bw_gm, timeline, times, profile, peak_offset=0, between_ms=0.0):
         # Copies: the rewrite edits the graphs in place after the first call.
-        assert peak_offset == 0  # no calibration on the CPU
+        assert peak_offset == 0 and between_ms == 0.0  # no calibration on the CPU
         calls.append((copy.deepcopy(fw_gm), copy.deepcopy(bw_gm), timeline, times, profile))
-        return real(fw_gm, bw_gm, timeline, times, profile, peak_offset)
+        return real(fw_gm, bw_gm, timeline, times, profile, peak_offset, between_ms)
 
     torch.manual_seed(0)
     model = make_decoder(layers=2, hidden=32, heads=4)

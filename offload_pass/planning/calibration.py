@@ -53,11 +53,15 @@ class MeasuredCall:
     forward_wait_ms: float  # the compute stream stalled at releases (copies landing)
     backward_wait_ms: float  # ... at wait_reloads (reloads landing)
     peak: Optional[int]  # bytes above what was allocated at the forward's start; None: not measured
-    peak_note: str = ""  # why the peak was not measured
+    peak_note: str = ""  # why the peak (and between_ms) was not measured
+    # From the forward's end to the backward's start: the host's work in
+    # between (autograd starting the backward), during which copies run on.
+    # Measured with the peak only: where other graphs run, they fill it.
+    between_ms: float = 0.0
 
     @property
     def step_ms(self) -> float:
-        return self.forward_ms + self.backward_ms
+        return self.forward_ms + self.between_ms + self.backward_ms
 
 
 def _error(predicted: float, measured: float) -> float:
@@ -92,8 +96,9 @@ class PredictionCheck:
             "peak not measured" + (f" ({m.peak_note})" if m.peak_note else "") if m.peak is None
             else f"peak {format_bytes(m.peak)}, predicted {format_bytes(p.peak)} ({self.peak_error:+.1%})"
         )
+        between = f", between {m.between_ms:.2f}" if m.between_ms else ""
         return (
-            f"measured on call {m.call}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}, backward "
+            f"measured on call {m.call}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
             f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms), "
             f"predicted {p.step_ms:.2f} ms ({self.step_error:+.1%}); {peak}"
         )
@@ -115,6 +120,7 @@ class Calibration:
     peak_offset: int = 0  # bytes the memory timeline missed at the peak
     source: str = ""  # where it was measured
     peak_measured: bool = False  # False: peak_offset is 0 for want of a measured peak
+    between_ms: float = 0.0  # the host's time between forward and backward (MeasuredCall.between_ms)
 
     def times(self, times: NodeTimes) -> NodeTimes:
         return NodeTimes(
@@ -133,11 +139,14 @@ class Calibration:
 
     def describe(self) -> str:
         sign = "+" if self.peak_offset >= 0 else "-"
-        peak = f"peak {sign}{format_bytes(abs(self.peak_offset))}" if self.peak_measured else "peak not measured"
+        alone = (
+            f"{self.between_ms:.2f} ms between forward and backward; peak {sign}{format_bytes(abs(self.peak_offset))}"
+            if self.peak_measured else "peak and time between forward and backward not measured"
+        )
         return (
             f"calibrated on {self.source}: node times x{self.forward_scale:.3f} forward, "
             f"x{self.backward_scale:.3f} backward; copy bandwidth x{self.d2h_scale:.3f} device->host, "
-            f"x{self.h2d_scale:.3f} host->device; {peak}"
+            f"x{self.h2d_scale:.3f} host->device; {alone}"
         )
 
 
@@ -175,6 +184,7 @@ def fit_calibration(
         peak_offset=0 if measured.peak is None else measured.peak - (predicted.peak - predicted.peak_offset),
         source=source,
         peak_measured=measured.peak is not None,
+        between_ms=measured.between_ms,
     )
     noise = _WAIT_NOISE * measured.step_ms
 

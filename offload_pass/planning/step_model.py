@@ -82,7 +82,7 @@ def node_times(
 
 @dataclasses.dataclass(frozen=True)
 class StepPrediction:
-    step_ms: float  # forward + backward compute + the waits below
+    step_ms: float  # forward + backward compute + the waits below + between_ms
     peak: int  # device bytes: the memory timeline's highest point, plus peak_offset
     forward_ms: float  # compute of the forward graph, copies aside
     backward_ms: float
@@ -90,6 +90,7 @@ class StepPrediction:
     backward_wait_ms: float  # compute stream waiting for reloads
     times: str  # NodeTimes.source
     peak_offset: int = 0  # bytes a calibration adds to the timeline's peak (planning/calibration.py)
+    between_ms: float = 0.0  # a calibration's measured time between forward and backward
 
     def describe(self) -> str:
         waits = ""
@@ -152,14 +153,18 @@ def predict_step(
     times: NodeTimes,
     profile: DeviceProfile,
     peak_offset: int = 0,
+    between_ms: float = 0.0,
 ) -> StepPrediction:
     """The predicted step of these graphs (see the module docstring).
     ``peak_offset``: the bytes a calibration found the timeline missing at
-    the measured peak (``calibration.Calibration``), added to its peak."""
+    the measured peak (``calibration.Calibration``), added to its peak;
+    ``between_ms``: the time it measured between the forward's end and the
+    backward's start (the copies run on through it)."""
     streams = _Streams(profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
     forward_ms, forward_wait = _run(fw_gm, times.ordered(fw_gm, "forward"), streams)
+    streams.compute += between_ms
     backward_ms, backward_wait = _run(bw_gm, times.ordered(bw_gm, "backward"), streams)
     return StepPrediction(
         streams.compute, timeline.peak + peak_offset, forward_ms, backward_ms, forward_wait, backward_wait,
-        times.source, peak_offset,
+        times.source, peak_offset, between_ms,
     )

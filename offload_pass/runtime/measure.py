@@ -106,4 +106,5 @@ class CallMeasurement:
             backward_wait_ms=stalled("backward"),
             peak=self.peak,
             peak_note=self.peak_note,
+            between_ms=0.0 if self.peak_note else e["forward_end"].elapsed_time(e["backward"]),
         )
