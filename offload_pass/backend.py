@@ -155,8 +155,7 @@ class OffloadBackend:
         self._roots.update(marked_roots(gm))
         device = _cuda_device(example_inputs)
         calibrate = device is not None and PassName.CALIBRATE not in self.config.disabled_passes
-        # Compiling changes the graph: a re-plan compiles a copy kept from before.
-        pristine = graph_copy(gm) if calibrate and static_shapes(gm) else None
+        pristine, why_not = (_pristine_copy(gm) if calibrate else (None, ""))
         compiled, plan_index, simulate = compile_graph(gm, example_inputs, None)
         if plan_index is None or not calibrate:
             return CompiledGraph(self, compiled, active, plan_index)
@@ -164,7 +163,7 @@ class OffloadBackend:
             device,
             simulate,
             None if pristine is None else lambda calibration, inputs: compile_graph(graph_copy(pristine), inputs, calibration)[:2],
-            "" if pristine is not None else "its inputs have dynamic sizes (a re-plan would compile it for one size)",
+            why_not,
         )
         return CompiledGraph(self, compiled, active, plan_index, replan)
 
@@ -515,6 +514,17 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) ->
             "mode='max-autotune-no-cudagraphs' or 'default', or compile without offload"
         )
     return patches
+
+
+def _pristine_copy(gm: fx.GraphModule) -> tuple[Optional[fx.GraphModule], str]:
+    """A copy of Dynamo's graph for a re-plan to compile (compiling changes
+    the graph it is given), or None and why there is none."""
+    if not static_shapes(gm):
+        return None, "its inputs have dynamic sizes (a re-plan would compile it for one size)"
+    try:
+        return graph_copy(gm), ""
+    except Exception as error:  # a graph deepcopy cannot copy: measured, never planned again
+        return None, f"its graph could not be copied for a second compile ({type(error).__name__}: {error})"
 
 
 def _cuda_device(example_inputs: Sequence[object]) -> Optional[torch.device]:

@@ -268,3 +268,23 @@ def test_call_two_is_measured_on_the_device():
     # fp32 on the device: the copies move bytes, the gradients are bit-identical.
     for name in want:
         assert torch.equal(grads[name], want[name]), (name, (grads[name] - want[name]).abs().max().item())
+
+
+def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measured, caplog):
+    def figures(p):
+        stall = 3 * p.forward_ms
+        return MeasuredCall(0, p.forward_ms + stall, p.backward_ms, stall, 0.0, None, "")
+
+    device_measured.figures = figures
+    backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
+    device_measured.backend = backend
+    torch._dynamo.reset()
+    model = _decoder()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    with caplog.at_level("INFO", logger="offload_pass"):
+        for _ in range(4):
+            model.zero_grad(set_to_none=True)
+            compiled(*INPUTS).backward()
+    assert len(backend.records) == 1
+    assert backend.plans[0].measured is not None and not backend.plans[0].measured.within()
+    assert "not planned again: its inputs have dynamic sizes" in caplog.text
