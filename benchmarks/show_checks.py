@@ -20,9 +20,13 @@ def main(path: str) -> None:
         if r.get("error"):
             print(f"{r['variant']}: {r['error']}")
             continue
+        unsynced = r.get("unsynced_step_ms")
+        unsynced = "" if unsynced is None else (
+            f" (unsynchronized {unsynced:.2f} ms: {_pct(r.get('predicted_unsynced_error'))})"
+        )
         print(
             f"{r['variant']}: step {r['step_ms']:.2f} ms, peak {r['peak_mib']:.0f} MiB; predicted step "
-            f"{_pct(r.get('predicted_step_error'))}, peak {_pct(r.get('predicted_peak_error'))}"
+            f"{_pct(r.get('predicted_step_error'))}{unsynced}, peak {_pct(r.get('predicted_peak_error'))}"
         )
         for check in r.get("checks") or []:
             state = "re-planned" if check["calibrated"] else "first plan"
