@@ -16,6 +16,7 @@ FX graph cache stays on and keys on the rewritten graphs themselves.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import glob
@@ -85,15 +86,19 @@ class _OffloadPartitioner(CustomPartitionerFn):
         active: tuple[Mark, ...],
         frame_root: Optional[str],
         calibration: Optional[Calibration] = None,
+        keep_simulator: bool = False,
     ) -> None:
         self.backend = backend
         self.digest = digest
         self.active = active
         self.frame_root = frame_root
         self.calibration = calibration
+        self.keep_simulator = keep_simulator
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
-        return self.backend._partition(gm, joint_inputs, self.active, self.frame_root, self.calibration, **kwargs)
+        return self.backend._partition(
+            gm, joint_inputs, self.active, self.frame_root, self.calibration, self.keep_simulator, **kwargs
+        )
 
     def uuid(self) -> object:
         return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration))
@@ -156,7 +161,7 @@ class OffloadBackend:
         device = _cuda_device(example_inputs)
         calibrate = device is not None and PassName.CALIBRATE not in self.config.disabled_passes
         pristine, why_not = (_pristine_copy(gm) if calibrate else (None, ""))
-        compiled, plan_index, simulate = compile_graph(gm, example_inputs, None)
+        compiled, plan_index, simulate = compile_graph(gm, example_inputs, None, keep_simulator=pristine is not None)
         if plan_index is None or not calibrate:
             return CompiledGraph(self, compiled, active, plan_index)
         replan = Replan(
@@ -176,21 +181,29 @@ class OffloadBackend:
         gm: fx.GraphModule,
         example_inputs: Sequence[object],
         calibration: Optional[Calibration],
+        keep_simulator: bool = False,
     ) -> tuple[Callable, Optional[int], Optional[Callable[[Calibration], StepPrediction]]]:
         """Inductor's compile with this pass as its partitioner; returns the
         compiled function, the index of its record (None: no backward
-        graph, nothing to offload or report) and the step simulator over its
-        graphs (None without predictions)."""
+        graph, nothing to offload or report) and, with ``keep_simulator``,
+        the step simulator over its graphs (None without predictions)."""
         from torch._inductor.compile_fx import compile_fx
 
         patches = dict(patches)
         patches.update({
-            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root, calibration),
+            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root, calibration, keep_simulator),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
         planned = len(self.records)
-        with torch._functorch.config.patch(enable_autograd_cache=False):
-            compiled = compile_fx(gm, example_inputs, config_patches=patches)
+        try:
+            with torch._functorch.config.patch(enable_autograd_cache=False):
+                compiled = compile_fx(gm, example_inputs, config_patches=patches)
+        except BaseException:
+            # No compiled graph: no record of one either.
+            for index in range(planned, len(self.records)):
+                self._simulators.pop(index, None)
+            del self.records[planned:]
+            raise
         if len(self.records) == planned:
             return compiled, None, None
         return compiled, len(self.records) - 1, self._simulators.pop(len(self.records) - 1, None)
@@ -211,12 +224,14 @@ class OffloadBackend:
         active: tuple[Mark, ...],
         frame_root: Optional[str],
         calibration: Optional[Calibration],
+        keep_simulator: bool,
         **kwargs: Any,
     ):
         """The pass, stage by stage. ``frame_root``: the qualified name of the
         module this graph's frame is the forward of, where known
         (``naming.frame_root_name``). ``calibration``: the re-plan's
-        (``compiled_graph.py``), None the first time."""
+        (``compiled_graph.py``), None the first time. ``keep_simulator``:
+        keep the step simulator over the graphs returned, for a calibration."""
         annotate_requests(joint.graph, active[-1] if active else None)
         graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
@@ -236,8 +251,12 @@ class OffloadBackend:
             attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)
         check_budget(attempt.plan, budget, recompute)
         self._record(attempt.record)
-        if attempt.simulate is not None:
-            self._simulators[len(self.records) - 1] = attempt.simulate
+        if keep_simulator and attempt.simulation is not None:
+            # Inductor edits the graphs it is handed (view_to_reshape, its
+            # post-grad passes): the simulator keeps copies of them as planned.
+            self._simulators[len(self.records) - 1] = functools.partial(
+                _simulate, copy.deepcopy(attempt.fw_gm), copy.deepcopy(attempt.bw_gm), *attempt.simulation
+            )
         return attempt.fw_gm, attempt.bw_gm
 
     def _rewrite(
@@ -283,9 +302,10 @@ class _Attempt:
     bw_gm: fx.GraphModule
     saved: list[SavedTensor]
     record: CompileRecord
-    # The step simulator over these graphs under a calibration
-    # (calibration.fit_calibration); None without predictions.
-    simulate: Optional[Callable[[Calibration], StepPrediction]] = None
+    # What the step simulator needs besides the graphs, to predict them
+    # under a calibration (_simulate): the timeline, the uncalibrated node
+    # times and device profile; None without predictions.
+    simulation: Optional[tuple] = None
 
     @property
     def plan(self) -> OffloadPlan:
@@ -357,14 +377,12 @@ def _partition_and_plan(
     plan = schedule.plan
     plan.recompute_level = level
     plan.calibration = calibration
-    simulate = None
     if times is not None:
         plan.baseline = reference
         plan.prediction = predict_step(fw_gm, bw_gm, timeline_after, times, profile, offset, between)
-    if measured is not None:
-        simulate = functools.partial(_simulate, fw_gm, bw_gm, timeline_after, measured, raw_profile)
+    simulation = None if measured is None else (timeline_after, measured, raw_profile)
     texts = None if before is None else GraphTexts(*before, render_graph(fw_gm), render_graph(bw_gm))
-    return _Attempt(fw_gm, bw_gm, saved, CompileRecord(plan, timeline_before, timeline_after, texts), simulate)
+    return _Attempt(fw_gm, bw_gm, saved, CompileRecord(plan, timeline_before, timeline_after, texts), simulation)
 
 
 def _simulate(
@@ -521,6 +539,9 @@ def _pristine_copy(gm: fx.GraphModule) -> tuple[Optional[fx.GraphModule], str]:
     the graph it is given), or None and why there is none."""
     if not static_shapes(gm):
         return None, "its inputs have dynamic sizes (a re-plan would compile it for one size)"
+    if any(True for _ in gm.parameters()) or any(True for _ in gm.buffers()) or gm.graph.find_nodes(op="get_attr"):
+        # A copy would hold copies of them: the re-planned graph would train those.
+        return None, "it holds tensors of its own (parameters, buffers or constants), which a copy would duplicate"
     try:
         return graph_copy(gm), ""
     except Exception as error:  # a graph deepcopy cannot copy: measured, never planned again

@@ -29,11 +29,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import torch
 import torch.fx as fx
+from torch._dynamo.utils import preserve_rng_state
+from torch.utils._python_dispatch import _disable_current_modes
 
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import Calibration, check_prediction, fit_calibration
 from offload_pass.runtime.measure import CallMeasurement
+from offload_pass.runtime.state import STATE
 
 if TYPE_CHECKING:
     from offload_pass.backend import OffloadBackend
@@ -124,15 +127,28 @@ class CompiledGraph:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_marks()
         self.calls += 1
-        if self.measurement is not None and self.measurement.backward_ran and torch.is_grad_enabled():
-            # (A re-plan compiled under no_grad would compile an inference graph.)
+        # Neither measured nor planned again inside a backward (activation
+        # checkpointing runs forwards again there: a new plan between a
+        # forward and its recompute would save other tensors), nor under
+        # no_grad (the compile would make an inference graph).
+        settled = torch._C._current_graph_task_id() == -1 and torch.is_grad_enabled()
+        if settled and self.measurement is not None and self.measurement.backward_ran:
             self._checked(args)
-        measuring = self._start_measurement()
-        outputs = self.compiled(*args, **kwargs)
+        measuring = settled and self._start_measurement()
+        try:
+            outputs = self.compiled(*args, **kwargs)
+        except BaseException:
+            if measuring:
+                STATE.wait_timing = None
+                self.measurement = None
+            raise
         if measuring:
             self.measurement.end_forward(outputs)  # type: ignore[union-attr]
             if self.measurement.failed:  # type: ignore[union-attr]
-                self.measurement = None  # the next call is measured instead
+                # Not measurable (no output leads to its backward): never
+                # tried again, each try resets the device's peak counter.
+                log.info("offload_pass: %s not measured: %s", self.graph_id, self.measurement.failed)
+                self.measurement, self.replan = None, None
         if self.plan_index is not None:
             self.backend._steps.forward_called(
                 self.plan_index, outputs, self.backend.plans, self.backend._warn_unoffloaded_marks
@@ -164,7 +180,7 @@ class CompiledGraph:
         if (
             self.replan is None or self.measurement is not None or self.calls < MEASURED_CALL
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
-            or self.backend.plans[self.plan_index].prediction is None or not torch.is_grad_enabled()
+            or self.backend.plans[self.plan_index].prediction is None
         ):
             return False
         alone = self.backend._steps.ran_alone(self.plan_index)
@@ -189,8 +205,20 @@ class CompiledGraph:
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, call {measured.call}")
-        log.info("offload_pass: %s planned again: %s", plan.graph_id, calibration.describe())
-        self.compiled, self.plan_index = replan.compile(calibration, _inputs(args))
-        self.graph_id = f"graph {self.plan_index}"
-        self.calls = 1  # this call is the new graph's first
         self.replan = dataclasses.replace(replan, compile=None, simulate=None, why_not="planned again once already")
+        try:
+            # As Dynamo compiles: the random state as it was (kernel timing
+            # and autotuning draw numbers), the user's modes (a FlopCounterMode,
+            # a device mode) off.
+            with preserve_rng_state(), _disable_current_modes():
+                compiled, plan_index = replan.compile(calibration, _inputs(args))
+        except Exception as error:  # the first plan runs on, never wrong
+            log.warning(
+                "offload_pass: %s could not be planned again (%s: %s); it keeps its first plan",
+                plan.graph_id, type(error).__name__, error,
+            )
+            return
+        log.info("offload_pass: %s planned again as graph %d: %s", plan.graph_id, plan_index, calibration.describe())
+        self.compiled, self.plan_index = compiled, plan_index
+        self.graph_id = f"graph {plan_index}"
+        self.calls = 1  # this call is the new graph's first

@@ -153,16 +153,22 @@ def _assert_plain_inductors(grads, steps):
         torch.testing.assert_close(grads[name], want[name], atol=1e-6, rtol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
-def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured):
-    # The device stalls the forward on its copies 3x as long as it computes:
-    # the copies are far slower than the profile says.
-    def figures(p):
-        stall = 3 * p.forward_ms
-        return MeasuredCall(0, p.forward_ms + stall, p.backward_ms, stall, 0.0, None, "")
+def _copy_bound_device(p: StepPrediction) -> MeasuredCall:
+    """The device stalls the forward on its copies 3x as long as it
+    computes: the copies are far slower than the profile says."""
+    stall = 3 * p.forward_ms
+    return MeasuredCall(0, p.forward_ms + stall, p.backward_ms, stall, 0.0, None, "")
 
+
+def _auto_backend(device_measured, figures):
     device_measured.figures = figures
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
     device_measured.backend = backend
+    return backend
+
+
+def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured):
+    backend = _auto_backend(device_measured, _copy_bound_device)
     # Call 2 measured, call 3 planned again, the new graph's call 2 (step 4)
     # measured, step 5 checks it: and nothing more.
     grads = _train(backend, steps=6)
@@ -179,12 +185,10 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
 
 
 def test_a_prediction_within_three_percent_is_kept(device_measured):
-    device_measured.figures = lambda p: MeasuredCall(
+    backend = _auto_backend(device_measured, lambda p: MeasuredCall(
         0, 1.02 * (p.forward_ms + p.forward_wait_ms), p.backward_ms + p.backward_wait_ms,
         p.forward_wait_ms, p.backward_wait_ms, int(p.peak * 0.98),
-    )
-    backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
-    device_measured.backend = backend
+    ))
     _train(backend, steps=4)
     assert len(backend.records) == 1
     check = backend.plans[0].measured
@@ -271,13 +275,7 @@ def test_call_two_is_measured_on_the_device():
 
 
 def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measured, caplog):
-    def figures(p):
-        stall = 3 * p.forward_ms
-        return MeasuredCall(0, p.forward_ms + stall, p.backward_ms, stall, 0.0, None, "")
-
-    device_measured.figures = figures
-    backend = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0)
-    device_measured.backend = backend
+    backend = _auto_backend(device_measured, _copy_bound_device)
     torch._dynamo.reset()
     model = _decoder()
     compiled = torch.compile(model, backend=backend, dynamic=True)
@@ -288,3 +286,24 @@ def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measure
     assert len(backend.records) == 1
     assert backend.plans[0].measured is not None and not backend.plans[0].measured.within()
     assert "not planned again: its inputs have dynamic sizes" in caplog.text
+
+
+def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch, caplog):
+    backend = _auto_backend(device_measured, _copy_bound_device)
+    torch._dynamo.reset()
+    model = _decoder()
+    compiled = torch.compile(model, backend=backend)
+
+    def broken(gm):
+        raise RuntimeError("no second compile today")
+
+    with caplog.at_level("WARNING", logger="offload_pass"):
+        for step in range(5):
+            if step == 2:  # after the first compile kept its copy, before the re-plan
+                monkeypatch.setattr(backend_module, "graph_copy", broken)
+            model.zero_grad(set_to_none=True)
+            compiled(*INPUTS).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    assert "graph 0 could not be planned again (RuntimeError: no second compile today); it keeps its first plan" in caplog.text
+    assert len(backend.records) == 1 and backend.plans[0].measured is not None
+    _assert_plain_inductors(grads, steps=5)

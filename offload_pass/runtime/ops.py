@@ -180,7 +180,8 @@ def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
     if event is None:
         return
     stream = torch.cuda.current_stream(x.device)
-    if STATE.wait_timing is None:
+    timing = STATE.wait_timing  # read once: the measuring thread may clear it
+    if timing is None:
         stream.wait_event(event)
         return
     # A measured call (runtime/measure.py): the time between these two
@@ -189,7 +190,7 @@ def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
     before.record(stream)
     stream.wait_event(event)
     after.record(stream)
-    STATE.wait_timing.append((before, after))
+    timing.append((before, after))
 
 
 def _no_result(*_args: object) -> None:
