@@ -33,5 +33,6 @@ def _reset_offload_state():
         MARKS.marks.clear()
         MARKS.keys.clear()
         MARKS.closers.clear()
+        MARKS.owner = None
         pytest.fail(f"marks left running after the test: {left_open}")
     MARKS.reset()

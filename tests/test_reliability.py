@@ -4,6 +4,7 @@ not break training (issue: never a wrong gradient, never a crash from a mark).""
 import functools
 import gc
 import random
+import threading
 import warnings
 
 import pytest
@@ -436,3 +437,58 @@ def test_randomized_models_and_marks(seed):
         inside_keep = any(e.module == k or e.module.startswith(k + ".") for k in keep)
         if inside_keep and e.decision == "offload":
             pytest.fail(f"seed {seed}: {e.name} of kept {e.module} was offloaded\n{plan}")
+
+
+class WaitsInside(nn.Module):
+    """Holds its forward open until told: another thread runs meanwhile."""
+
+    def __init__(self, entered, leave):
+        super().__init__()
+        self.entered, self.leave = entered, leave
+
+    def forward(self, x):
+        self.entered.set()
+        assert self.leave.wait(30)
+        return torch.tanh(x)
+
+
+def test_marks_of_one_thread_never_reach_another():
+    # The mark stack and torch's annotation state are process-wide: a marked
+    # module running in one thread must neither lend its mark to a graph
+    # compiled in another (which would offload what that thread never
+    # marked, or keep what it marked) nor let the other thread's marks in.
+    keeping = offload_pass.marking.mark_keeping
+    entered, leave = threading.Event(), threading.Event()
+    model = nn.Sequential(WaitsInside(entered, leave))
+    offload_pass.offload_modules(model, "0")
+    errors = []
+
+    def run():
+        try:
+            model(torch.randn(4, 16))
+        except Exception as error:  # reported by the main thread
+            errors.append(error)
+
+    worker = threading.Thread(target=run, name="marked-worker")
+    worker.start()
+    try:
+        assert entered.wait(30)
+        assert keeping.active_marks() == () and keeping.active_mark_key() == ""
+        annotation = repr(torch.fx.traceback.current_meta)  # the worker's module 0
+        with pytest.raises(RuntimeError, match=r"the offload_region at .* started in thread 'MainThread' while module 0 runs in another thread.*one thread at a time"):
+            with offload_pass.offload_region():
+                pass
+        other = nn.Sequential(TanhSub())
+        offload_pass.offload_modules(other, "0")
+        with pytest.raises(RuntimeError, match=r"the forward of module 0 started in thread 'MainThread' while module 0 runs"):
+            other(torch.randn(4, 16))
+        # Refused before annotating: the worker's annotation is untouched.
+        assert repr(torch.fx.traceback.current_meta) == annotation
+    finally:
+        leave.set()
+        worker.join(30)
+    assert not errors, errors
+    assert keeping.MARKS.owner is None and keeping.active_marks() == ()
+    # Free again: this thread's marks run as before.
+    with offload_pass.offload_region():
+        assert [m.source.split("(")[0] for m in keeping.active_marks()] == ["offload_region"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import threading
 import types
 import warnings
 from typing import Callable, Iterator, Optional, Sequence
@@ -80,8 +81,38 @@ class MarkStack:
     # (forward function, mark key) -> the copy of it that runs under that mark.
     forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = dataclasses.field(default_factory=dict)
     warned: set[str] = dataclasses.field(default_factory=set)  # warnings already given
+    # The thread whose marks the stack holds (threading.get_ident; None while
+    # it is empty). torch's annotation state (torch.fx.traceback) is
+    # process-wide like this stack, so marked code runs in one thread at a
+    # time: ``claim`` refuses a second, and other threads see no marks.
+    owner: Optional[int] = None
+    _owner_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def claim(self, what: str) -> None:
+        """Take the stack for this thread before ``what`` (a marked forward
+        or region) annotates anything; refused while marks of another thread
+        are running: its annotation would mark the other thread's graphs,
+        and theirs its own."""
+        me = threading.get_ident()
+        with self._owner_lock:
+            if self.owner in (None, me):
+                self.owner = me
+                return
+            running = ", ".join(m.where or m.source for m in self.marks)
+            raise RuntimeError(
+                f"offload_pass: {what} started in thread {threading.current_thread().name!r} while "
+                f"{running} runs in another thread; offload marks and torch's annotations "
+                "(torch.fx.traceback.annotate) are process-wide, so marked code can run in one "
+                "thread at a time. Run marked models one thread at a time (one process per GPU: "
+                "DistributedDataParallel or FSDP2, not nn.DataParallel)"
+            )
+
+    def running(self) -> bool:
+        """Marks are running in this thread."""
+        return bool(self.marks) and self.owner == threading.get_ident()
 
     def push(self, mark: Mark, close: Optional[Callable[[], object]]) -> None:
+        self.owner = threading.get_ident()  # claimed already, or a test pushing by hand
         self.marks.append(mark)
         self.keys.append(mark_key(self.marks))
         self.closers.append(close)
@@ -113,6 +144,8 @@ class MarkStack:
 
     def _truncate(self, depth: int) -> None:
         del self.marks[depth:], self.keys[depth:], self.closers[depth:]
+        if not self.marks:
+            self.owner = None
 
     def reset(self) -> None:
         """Forget the warnings given, as a fresh import has. Refused inside a
@@ -137,8 +170,9 @@ MARKS = MarkStack()
 
 
 def active_marks() -> tuple[Mark, ...]:
-    """Marks of the marked modules and regions running eagerly now, outermost first."""
-    return tuple(MARKS.marks)
+    """Marks of the marked modules and regions running eagerly now in this
+    thread, outermost first."""
+    return tuple(MARKS.marks) if MARKS.running() else ()
 
 
 def mark_key(marks: Sequence[Mark]) -> str:
@@ -152,8 +186,7 @@ def mark_key(marks: Sequence[Mark]) -> str:
 
 def active_mark_key() -> str:
     """``mark_key(active_marks())``, without building it (called per graph call)."""
-    keys = MARKS.keys
-    return keys[-1] if keys else ""
+    return MARKS.keys[-1] if MARKS.running() else ""
 
 
 # Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
@@ -320,6 +353,7 @@ def install_forward(module: nn.Module, mark: Mark) -> None:
         # own. Those graphs carry no annotation, so the backend reads the
         # marks of the modules running now from this stack.
         # The annotation outside the mark: see _eager_mark.
+        MARKS.claim(what)
         with annotate({MARK_KEY: custom}):
             with _eager_mark(mark, what):
                 if _dynamo_running():
@@ -367,6 +401,7 @@ class EagerRegion:
                 "survive graph breaks)."
             )
         # The annotation outside the mark: see _eager_mark.
+        MARKS.claim(f"the offload_region at {where}")
         self._stack.enter_context(annotate({MARK_KEY: self.mark.to_custom()}))
         self._stack.enter_context(_eager_mark(self.mark, f"the offload_region at {where}", self._stack.close))
 
@@ -390,7 +425,8 @@ def skip_frames(*fns: Callable) -> None:
 # offload_region calls.
 skip_frames(
     EagerRegion.__enter__, EagerRegion.__exit__, _eager_mark.__wrapped__,
-    MarkStack.push, MarkStack.close_above, MarkStack.pop, MarkStack._index, MarkStack._truncate,
+    MarkStack.claim, MarkStack.running, MarkStack.push, MarkStack.close_above, MarkStack.pop,
+    MarkStack._index, MarkStack._truncate,
     _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
     Mark.__init__, Mark.for_region, Mark.to_custom,
 )
