@@ -119,8 +119,7 @@ def _stay_on_device(x: torch.Tensor, why: str) -> torch.Tensor:
     return copy
 
 
-@torch.library.custom_op("offload_pass::offload", mutates_args=(), tags=_EXACT_STRIDES)
-def offload(
+def _offload(
     x: torch.Tensor,
     pin_memory: bool = True,
     host_limit: int = -1,
@@ -164,8 +163,7 @@ def _copy_out(
     return host
 
 
-@offload.register_fake
-def _(x: torch.Tensor, *_settings: object, **_named: object) -> torch.Tensor:
+def _offload_fake(x: torch.Tensor, *_settings: object, **_named: object) -> torch.Tensor:
     # The host copy: x's sizes and strides on the CPU, whatever the settings.
     return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="cpu")
 
@@ -203,8 +201,7 @@ def _no_result(*_args: object) -> None:
 # ``x`` written made Inductor compute every pending reader of ``x`` before
 # the release, apart from the consumers it would have been fused into: other
 # kernels, gradients one ulp off (random draws 4509, 4934).
-@torch.library.custom_op("offload_pass::release", mutates_args=("host",))
-def release(x: torch.Tensor, host: torch.Tensor) -> None:
+def _release(x: torch.Tensor, host: torch.Tensor) -> None:
     if host.device.type == "cpu" and host.numel():
         if host.data_ptr() not in STATE.unreleased_hosts:
             raise RuntimeError(
@@ -216,9 +213,6 @@ def release(x: torch.Tensor, host: torch.Tensor) -> None:
     _compute_stream_waits(x, STATE.copy_out_events, host.data_ptr())
 
 
-release.register_fake(_no_result)
-
-
 def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torch.Tensor:
     """A tensor of ``host``'s size and strides on ``device``, starting
     ``align`` elements into a fresh storage (see ``reload``)."""
@@ -228,8 +222,7 @@ def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torc
     return storage.as_strided(host.size(), host.stride(), align)
 
 
-@torch.library.custom_op("offload_pass::reload", mutates_args=())
-def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
+def _reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
     """``align``: elements the reloaded tensor starts into its storage, so
     that it lies at the same address alignment as the view it stands for
     (CPU and GPU kernels may pick another code path, and round otherwise,
@@ -260,17 +253,43 @@ def reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Te
     return out
 
 
-@reload.register_fake
-def _(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
+def _reload_fake(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.Tensor:
     return _reload_buffer(host, device, align)
 
 
-@torch.library.custom_op("offload_pass::wait_reload", mutates_args=("x",))
-def wait_reload(x: torch.Tensor) -> None:
+def _wait_reload(x: torch.Tensor) -> None:
     _compute_stream_waits(x, STATE.reload_events, x.data_ptr())
 
 
-wait_reload.register_fake(_no_result)
+# The ops are defined with torch.library.Library rather than
+# ``torch.library.custom_op``: the compiled graphs call them on the launch
+# path of every copy, and custom_op's Python autograd and dispatch wrappers
+# cost more host time than the copy's launch (benchmarks/op_host_cost.py).
+# They run inside compiled graphs, where autograd is off, so the dispatcher's
+# own autograd fallback serves. The schemas declare what they write:
+# ``release`` writes ``host`` (not ``x``: see ``_release``), ``wait_reload``
+# writes ``x``.
+# A fragment: the example GroupedMLP defines its ops in the same namespace.
+_LIB = torch.library.Library("offload_pass", "FRAGMENT")
+_SCHEMAS = {
+    "offload": (
+        "offload(Tensor x, bool pin_memory=True, SymInt host_limit=-1, str pool=\"\", SymInt pool_bytes=0, "
+        "SymInt offset=0, SymInt slot_bytes=0) -> Tensor",
+        _offload, _offload_fake, _EXACT_STRIDES,
+    ),
+    "release": ("release(Tensor x, Tensor(a!) host) -> ()", _release, _no_result, ()),
+    "reload": ("reload(Tensor host, Device device, SymInt align=0) -> Tensor", _reload, _reload_fake, ()),
+    "wait_reload": ("wait_reload(Tensor(a!) x) -> ()", _wait_reload, _no_result, ()),
+}
+for _name, (_schema, _kernel, _fake, _tags) in _SCHEMAS.items():
+    _LIB.define(_schema, tags=(*_tags, torch.Tag.pt2_compliant_tag))
+    _LIB.impl(_name, _kernel, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"offload_pass::{_name}", _fake, lib=_LIB)
+
+offload = torch.ops.offload_pass.offload
+release = torch.ops.offload_pass.release
+reload = torch.ops.offload_pass.reload
+wait_reload = torch.ops.offload_pass.wait_reload
 
 
 def pending_events() -> tuple[int, int]:
