@@ -1,0 +1,92 @@
+"""What the planner chooses for a GPU-sized problem, on a CPU: predictions only.
+
+    python benchmarks/plan_proxy.py [--scale 8] [--variants "auto:0.01,auto:0.1,mark:layers.*.attn"]
+
+A decoder ``--scale`` times narrower than the benchmarks' 6 x 2048 (seq
+2048, batch 2, float32) is compiled on the CPU under a device profile that
+keeps an H100's ratios for it: pinned copies at 53 GB/s each way, memory at
+3000 GB/s, matmuls at 600 / ``scale`` TFLOP/s and launches at 5 / ``scale``
+us (a layer ``scale`` times narrower does ``scale`` times fewer FLOPs per
+byte it saves). Each variant's plan is printed as the step simulator
+predicts it: copies, bytes offloaded, the peak and the step before and after
+the rewrite. Nothing here is measured: it shows how the selection and the
+schedules behave on a copy-bound forward, without a device, before the
+device measures the same variants (``benchmarks/run_auto_h100.sh``).
+
+Variants: ``auto:X`` (mode="auto", max_overhead=X), ``budget:F``
+(mode="budget", memory_budget=F, offload alone), ``mark:PATTERN[+PATTERN]``
+(those modules marked, keep_if_no_gain=False).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import offload_pass
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning import cost_model
+
+
+def proxy_profile(scale: float) -> cost_model.DeviceProfile:
+    tflops = 600.0 / scale
+    return cost_model.DeviceProfile(
+        53.0, 53.0, {"float32": tflops, "bfloat16": tflops, "float16": tflops}, 3000.0, 5.0 / scale,
+        f"H100 proxy, matmuls / {scale:g}",
+    )
+
+
+def plan_variant(variant: str, args: argparse.Namespace, x: torch.Tensor):
+    kind, _, value = variant.partition(":")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = make_decoder(layers=args.layers, hidden=args.hidden, heads=args.heads)
+    knobs: dict = {"disabled_passes": ("calibrate",)}
+    if kind == "auto":
+        knobs |= {"mode": "auto", "max_overhead": float(value)}
+    elif kind == "budget":
+        knobs |= {"mode": "budget", "memory_budget": float(value), "disabled_passes": ("calibrate", "recompute")}
+    elif kind == "mark":
+        offload_pass.offload_modules(model, *value.split("+"))
+        knobs |= {"keep_if_no_gain": False}
+    else:
+        raise SystemExit(f"unknown variant {variant!r}: auto:X, budget:F or mark:PATTERN")
+    backend = offload_pass.make_backend(**knobs)
+    torch.compile(model, backend=backend)(x).sum().backward()
+    return backend.plans[-1]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", type=float, default=8.0)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument(
+        "--variants", default="auto:0.01,auto:0.02,auto:0.05,auto:0.1,auto:0.3,mark:layers.*.attn",
+    )
+    args = p.parse_args()
+    args.hidden = int(2048 / args.scale)
+    # The CPU's fixed figures are what a CPU graph is planned with: the proxy replaces them.
+    cost_model._CPU_PROFILE = proxy_profile(args.scale)
+    x = torch.randn(args.batch, args.seq, args.hidden)
+    print(f"decoder {args.layers} x {args.hidden}, seq {args.seq}, batch {args.batch}, float32, on the CPU; "
+          f"profile: {cost_model._CPU_PROFILE.source} (predictions, nothing measured)")
+    print("| variant | copies | offloaded MiB | predicted peak MiB | freed MiB | predicted step ms | overhead | selection |")
+    print("|---|---|---|---|---|---|---|---|")
+    for variant in args.variants.split(","):
+        plan = plan_variant(variant, args, x)
+        before, after = plan.baseline, plan.prediction
+        print(
+            f"| {variant} | {len(plan.offloaded)} | {plan.offloaded_bytes / 2**20:.1f} | "
+            f"{before.peak / 2**20:.1f} -> {after.peak / 2**20:.1f} | {(before.peak - after.peak) / 2**20:.1f} | "
+            f"{before.step_ms:.3f} -> {after.step_ms:.3f} | {after.step_ms / before.step_ms - 1:+.1%} | "
+            f"{plan.selection or ''} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
