@@ -82,7 +82,7 @@ class MarkStack:
     forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = dataclasses.field(default_factory=dict)
     warned: set[str] = dataclasses.field(default_factory=set)  # warnings already given
     # The thread whose marks the stack holds (threading.get_ident; None while
-    # it is empty). torch's annotation state (torch.fx.traceback) is
+    # no marks run). torch's annotation state (torch.fx.traceback) is
     # process-wide like this stack, so marked code runs in one thread at a
     # time: ``claim`` refuses a second, and other threads see no marks.
     owner: Optional[int] = None
@@ -112,7 +112,8 @@ class MarkStack:
         return bool(self.marks) and self.owner == threading.get_ident()
 
     def push(self, mark: Mark, close: Optional[Callable[[], object]]) -> None:
-        self.owner = threading.get_ident()  # claimed already, or a test pushing by hand
+        if self.owner is None:  # claimed already, unless pushed by hand
+            self.owner = threading.get_ident()
         self.marks.append(mark)
         self.keys.append(mark_key(self.marks))
         self.closers.append(close)

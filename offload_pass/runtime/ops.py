@@ -215,7 +215,7 @@ def _release(x: torch.Tensor, host: torch.Tensor) -> None:
 
 def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torch.Tensor:
     """A tensor of ``host``'s size and strides on ``device``, starting
-    ``align`` elements into a fresh storage (see ``reload``)."""
+    ``align`` elements into a fresh storage (see ``_reload``)."""
     if align == 0:
         return torch.empty_strided(host.size(), host.stride(), dtype=host.dtype, device=device)
     storage = torch.empty(align + extent_bytes(host) // host.element_size(), dtype=host.dtype, device=device)
