@@ -46,7 +46,7 @@ def plan_variant(variant: str, args: argparse.Namespace, x: torch.Tensor):
     if kind == "auto":
         knobs |= {"mode": "auto", "max_overhead": float(value)}
     elif kind == "budget":
-        knobs |= {"mode": "budget", "memory_budget": float(value), "disabled_passes": ("calibrate", "recompute")}
+        knobs |= {"mode": "budget", "memory_budget": float(value)}
     elif kind == "mark":
         offload_pass.offload_modules(model, *value.split("+"))
         knobs |= {"keep_if_no_gain": False}

@@ -240,9 +240,11 @@ class OffloadBackend:
         )
         attempt = partition(None, None)
         budget = None if attempt.plan.baseline is None else budget_bytes(self.config, attempt.plan.baseline.peak)
+        # Recompute is tried where offload alone misses the budget, and where
+        # it reaches it only at a cost: the fastest within it is kept.
         recompute = (
             budget is not None
-            and attempt.plan.prediction.peak > budget
+            and (attempt.plan.prediction.peak > budget or (attempt.plan.predicted_overhead or 0.0) > 1e-9)
             and PassName.RECOMPUTE not in self.config.disabled_passes
         )
         if recompute:
@@ -397,10 +399,11 @@ def _simulate(
 
 
 def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int) -> _Attempt:
-    """mode="budget" where offload alone misses: partition again under
-    ``RECOMPUTE_LEVELS`` from light to full recompute, plan offload on each
-    new saved set, and keep the one the step simulator predicts fastest
-    within the budget (recompute.choose_trial). The search stops at the first
+    """mode="budget" where offload alone misses, or reaches the budget at a
+    cost: partition again under ``RECOMPUTE_LEVELS`` from light to full
+    recompute, plan offload on each new saved set, and keep the one the step
+    simulator predicts fastest within the budget (recompute.choose_trial;
+    offload alone among them). The search stops at the first
     level that reaches the budget: a deeper level recomputes more, which the
     simulator predicts slower. The tensors the kept partition recomputes
     enter its plan as ``recompute``."""

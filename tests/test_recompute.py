@@ -124,3 +124,29 @@ def test_unreachable_budget_says_offload_and_recompute_were_tried(caplog):
     assert len(tried) >= 3, plan.selection
     lowest = min(tried, key=lambda t: float(t[0]) * (1024 if t[1] == "MiB" else 1))
     assert format_bytes(plan.prediction.peak) == " ".join(lowest), plan.selection
+
+
+def test_recompute_is_tried_where_offload_reaches_the_budget_only_at_a_cost(monkeypatch):
+    # A copy-bound device: copies at 53 GB/s, matmuls at 600/32 TFLOP/s (an
+    # H100's ratios for layers 32 times narrower than 2048). Offload alone
+    # reaches 80 % of the peak, the forward waiting for copies; recompute
+    # under activation_memory_budget=0.9 reaches it sooner, and is kept.
+    from offload_pass.planning import cost_model
+
+    copy_bound = cost_model.DeviceProfile(53.0, 53.0, {"float32": 600 / 32}, 3000.0, 5 / 32, "test: copy-bound")
+    monkeypatch.setattr(cost_model, "_CPU_PROFILE", copy_bound)
+    torch.manual_seed(0)
+    backend = assert_same_training(
+        make_decoder(layers=2, hidden=64, heads=4), lambda m: None, (torch.randn(2, 256, 64),),
+        mode="budget", memory_budget=0.8, disabled_passes=("calibrate",),
+    )
+    plan = backend.plans[-1]
+    budget = 0.8 * plan.baseline.peak
+    alone = re.search(r"tried: 1\.0 \(none\): ([\d.]+) ms, ([\d.]+) (KiB|MiB)", plan.selection)
+    assert alone, plan.selection
+    alone_ms = float(alone.group(1))
+    alone_peak = float(alone.group(2)) * (2**10 if alone.group(3) == "KiB" else 2**20)
+    assert alone_peak <= budget, plan.selection  # offload alone was within the budget ...
+    assert plan.recompute_level == 0.9, plan.selection  # ... but recompute is kept,
+    assert plan.prediction.step_ms < alone_ms and plan.prediction.peak <= budget, plan.selection  # faster, within it
+    assert plan.recomputed, str(plan)

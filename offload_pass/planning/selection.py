@@ -10,20 +10,24 @@ choose: the plan reports the step simulator's prediction over the rewritten
 graphs (``step_model``).
 
 The search model (``simulate_offload``): copies queue one after the other on the
-device->host stream from the end of their producer; a copy's device memory
-is free from the first node ending after it landed (not before its last
-forward use) until its reload is issued. A copy that has not landed when the
-forward's compute ends makes the forward wait for it. Reloads queue on the
-host->device stream, each issued as late as lets it land before its
-consumer; a chain that would have to start before the backward does makes
-the backward wait that long. The step is forward + backward compute plus
-those two waits; the peak is the highest point of memory over the step.
+device->host stream from the end of their producer. Each is released where
+the rewrite releases it (``schedules.schedule_releases``, the one rule for
+that): once it has landed, or earlier, the compute stream waiting for it,
+where the copies still held would lift memory over the peak of the ideal
+(every copy off from its last forward use); the forward's clock includes
+those waits. A copy's device memory is free from its release until its
+reload is issued. Reloads queue on the host->device stream, each issued as
+late as lets it land before its consumer; a chain that would have to start
+before the backward does makes the backward wait that long. The step is
+forward + backward compute plus those waits; the peak is the highest point
+of memory over the step.
 
 ``choose_auto`` maximises the peak reduction with the predicted step within
 ``max_overhead`` of no offload; ``choose_for_budget`` reaches a peak budget
 with the least predicted step time. Both are greedy (one candidate at a
-time, the best by their criterion); ``tests/test_selection.py`` checks them
-against brute force on small cases.
+time, the best by their criterion; the budget's the better of a search led
+by the peak and one led by the bytes over the budget at every point);
+``tests/test_selection.py`` checks them against brute force on small cases.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import functools
 from typing import Optional, Sequence
 
 from offload_pass.planning.lifetimes import CopyLifetime
+from offload_pass.planning.schedules import CopyOut, schedule_releases
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
 
@@ -53,6 +58,13 @@ class Estimate:
     peak: int
     forward_wait_ms: float
     backward_wait_ms: float
+    after: tuple[int, ...] = ()  # device bytes at each point, the copies made
+
+    def excess(self, level: int) -> int:
+        """Bytes over ``level``, summed over the points: what a budget still
+        has to lose. Unlike the peak, a copy that covers some of several
+        points at the peak lowers it."""
+        return sum(v - level for v in self.after if v > level)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,23 +84,61 @@ def _ends(ms: Sequence[float]) -> list[float]:
     return out
 
 
+def _ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[int]:
+    """Bytes of ``chosen`` off the device at each point if every copy left
+    right after its last forward use and came back just before its first
+    backward use (``lifetimes.ideal_live``'s bound)."""
+    n_fw = len(step.fw_ms)
+    delta = [0] * (len(step.live) + 1)
+    for c in chosen:
+        delta[min(c.free_from + 1, n_fw)] += c.nbytes
+        delta[min(n_fw + c.consumer, len(step.live))] -= c.nbytes
+    off, total = [], 0
+    for d in delta[:-1]:
+        total += d
+        off.append(total)
+    return off
+
+
+def _forward(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> tuple[dict[str, int], float]:
+    """Where the rewrite releases each chosen copy in the forward, and the
+    forward's end with the waits those releases cause. The releases are
+    placed by ``schedules.schedule_releases``, the rule the rewrite itself
+    follows: a copy is released once it has landed, or earlier, with the
+    compute stream waiting for it, where the copies still held would lift
+    memory over the peak of the ideal (every copy off from its last forward
+    use). Copies queue on the device->host stream from the end of their
+    producer on the walked clock, waits included."""
+    ideal = [a - b for a, b in zip(step.live, _ideal_off(step, chosen))]
+    n_fw = len(step.fw_ms)
+    copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in chosen]
+    release = schedule_releases(step.fw_ms, ideal[:n_fw], copies, step.d2h_bytes_per_ms, max(ideal, default=0))
+    issued: dict[int, list[Candidate]] = {}
+    released: dict[int, list[Candidate]] = {}
+    for c in sorted(chosen, key=lambda c: (c.produced, c.key)):
+        issued.setdefault(c.produced, []).append(c)
+        released.setdefault(release[c.key], []).append(c)
+    clock = stream = 0.0
+    landed: dict[str, float] = {}
+    for k, ms in enumerate(step.fw_ms):
+        clock += ms
+        for c in issued.get(k, ()):
+            stream = max(clock, stream) + c.nbytes / step.d2h_bytes_per_ms
+            landed[c.key] = stream
+        for c in released.get(k, ()):
+            clock = max(clock, landed[c.key])
+    return release, clock
+
+
 def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
     """Estimated step time and peak with ``chosen`` offloaded."""
     fw_ms, bw_ms, live = step.fw_ms, step.bw_ms, step.live
     n_fw = len(fw_ms)
-    fw_end, bw_end = _ends(fw_ms), _ends(bw_ms)
-    fw_total = fw_end[-1] if fw_end else 0.0
+    bw_end = _ends(bw_ms)
+    fw_total = sum(fw_ms)
     bw_start = [e - t for e, t in zip(bw_end, bw_ms)]
-    off = [0] * len(live)
-    stream, last_landing = 0.0, 0.0
-    released: dict[str, int] = {}
-    for c in sorted(chosen, key=lambda c: (c.produced, c.key)):
-        begin = max(fw_end[c.produced] if fw_end else 0.0, stream)
-        stream = begin + c.nbytes / step.d2h_bytes_per_ms
-        last_landing = max(last_landing, stream)
-        at = bisect.bisect_left(fw_end, stream, c.free_from)
-        released[c.key] = max(at, c.free_from) + 1  # free after that node
-    forward_wait = max(0.0, last_landing - fw_total)
+    release, forward_end = _forward(step, chosen) if chosen else ({}, fw_total)
+    forward_wait = max(0.0, forward_end - fw_total)
     # Backward: latest starts, from the last consumer back.
     bound = float("inf")
     issue_at: dict[str, int] = {}
@@ -101,14 +151,16 @@ def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> E
         earliest_start = min(earliest_start, bound)
         issue_at[c.key] = max(0, bisect.bisect_right(bw_start, bound) - 1)
     backward_wait = max(0.0, -earliest_start)
+    delta = [0] * (len(live) + 1)
     for c in chosen:
-        start = min(released[c.key], n_fw)
-        end = n_fw + min(issue_at[c.key], c.consumer)
-        for i in range(start, end):
-            off[i] += c.nbytes
-    peak = max((a - b for a, b in zip(live, off)), default=0)
+        delta[min(release[c.key] + 1, n_fw)] += c.nbytes  # free after the node it is released after
+        delta[n_fw + min(issue_at[c.key], c.consumer)] -= c.nbytes
+    after, off = [], 0
+    for a, d in zip(live, delta):
+        off += d
+        after.append(a - off)
     total = fw_total + (bw_end[-1] if bw_end else 0.0) + forward_wait + backward_wait
-    return Estimate(total, peak, forward_wait, backward_wait)
+    return Estimate(total, max(after, default=0), forward_wait, backward_wait, tuple(after))
 
 
 def choose_auto(
@@ -144,26 +196,42 @@ def choose_auto(
 def choose_for_budget(
     step: StepWithoutOffload, candidates: Sequence[Candidate], budget: int
 ) -> tuple[list[Candidate], Estimate]:
-    """The least predicted step time with the peak at most ``budget`` bytes.
-    Greedy: add the candidate with the most peak reduction per millisecond
-    it adds (a free one first) until the budget is met; when no addition
-    lowers the peak, one swap of a chosen copy for another that does. If the
+    """The least predicted step time with the peak at most ``budget`` bytes:
+    the better of two greedy searches (``_greedy_for_budget``), one led by
+    the peak, one by the bytes over the budget at every point. If the
     budget cannot be met, the result is the lowest peak reached; the caller
     compares it with the budget."""
+    results = [_greedy_for_budget(step, candidates, budget, peak_first) for peak_first in (True, False)]
+    return min(results, key=lambda r: (r[1].peak > budget, r[1].step_ms if r[1].peak <= budget else r[1].peak))
+
+
+def _greedy_for_budget(
+    step: StepWithoutOffload, candidates: Sequence[Candidate], budget: int, peak_first: bool
+) -> tuple[list[Candidate], Estimate]:
+    """Add the candidate that removes the most per millisecond it adds (a
+    free one first): with ``peak_first``, peak reduction where some copy
+    lowers the peak; otherwise, and where none does (the peak stands at
+    several points, each copy covering some), the bytes over the budget
+    summed over the points (``Estimate.excess``). When no addition removes
+    any, one swap of a chosen copy for another that lowers the peak. Once the
+    budget is met, copies it is met without are dropped."""
     run = functools.partial(simulate_offload, step)
     chosen: list[Candidate] = []
     current = run([])
     remaining = list(candidates)
     while current.peak > budget and remaining:
-        best: Optional[tuple[float, Candidate, Estimate]] = None
+        best: Optional[tuple[tuple[bool, float], Candidate, Estimate]] = None
+        over = current.excess(budget)
         for c in remaining:
             p = run(chosen + [c])
-            gain = current.peak - p.peak
-            if gain <= 0:
+            peak_gain, excess_gain = current.peak - p.peak, over - p.excess(budget)
+            if excess_gain <= 0:
                 continue
             cost = max(p.step_ms - current.step_ms, 1e-6)
-            if best is None or gain / cost > best[0]:
-                best = (gain / cost, c, p)
+            by_peak = peak_first and peak_gain > 0
+            score = (by_peak, (peak_gain if by_peak else excess_gain) / cost)
+            if best is None or score > best[0]:
+                best = (score, c, p)
         if best is None:
             # Stuck above the budget: copies queue behind each other, so a
             # copy chosen early can block a better one. Swap one out for one
@@ -178,6 +246,20 @@ def choose_for_budget(
         chosen.append(best[1])
         remaining.remove(best[1])
         current = best[2]
+    if current.peak <= budget:
+        chosen, current = _drop_unneeded(chosen, current, budget, run)
+    return chosen, current
+
+
+def _drop_unneeded(chosen: list[Candidate], current: Estimate, budget: int, run) -> tuple[list[Candidate], Estimate]:
+    """Drop, newest first, each chosen copy the budget is met without and
+    the step is no slower without: an early pick the later ones made
+    unnecessary."""
+    for c in list(reversed(chosen)):
+        rest = [k for k in chosen if k is not c]
+        p = run(rest)
+        if p.peak <= budget and p.step_ms <= current.step_ms:
+            chosen, current = rest, p
     return chosen, current
 
 
