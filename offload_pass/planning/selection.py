@@ -38,7 +38,7 @@ import functools
 from typing import Optional, Sequence
 
 from offload_pass.planning.lifetimes import CopyLifetime
-from offload_pass.planning.schedules import CopyOut, schedule_releases
+from offload_pass.planning.schedules import RELOAD_MARGIN, CopyOut, schedule_releases
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
 
@@ -110,12 +110,57 @@ def _forward(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> tuple[dic
     use). Copies queue on the device->host stream from the end of their
     producer on the walked clock, waits included."""
     ideal = [a - b for a, b in zip(step.live, _ideal_off(step, chosen))]
-    n_fw = len(step.fw_ms)
-    copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in chosen]
-    release = schedule_releases(step.fw_ms, ideal[:n_fw], copies, step.d2h_bytes_per_ms, max(ideal, default=0))
+    ceiling = max(ideal, default=0)
+    order = sorted(chosen, key=lambda c: (c.produced, c.key))
+    fast = _released_as_they_land(step, order, ideal, ceiling)
+    return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
+
+
+def _released_as_they_land(
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+) -> Optional[tuple[dict[str, int], float]]:
+    """``_scheduled``'s result where no release has to come early: each copy
+    released after the first node (not before its last forward use) by
+    whose end ``schedule_releases`` deems it landed, the forward waiting
+    only, at its end, for the copies still running. None where the copies
+    held would lift memory over ``ceiling`` somewhere (the search then walks
+    ``schedule_releases`` itself). The common case, and a walk-free one."""
+    fw_end = _ends(step.fw_ms)
+    n_fw = len(fw_end)
+    if not n_fw:
+        return None
+    stream = landed = 0.0
+    margined = 0.0
+    release: dict[str, int] = {}
+    held = [0] * (n_fw + 1)
+    for c in order:
+        duration = c.nbytes / step.d2h_bytes_per_ms
+        stream = max(fw_end[c.produced], stream) + duration
+        landed = max(landed, stream)
+        margined = max(fw_end[c.produced], margined) + RELOAD_MARGIN * duration
+        at = min(bisect.bisect_left(fw_end, margined, c.free_from), n_fw - 1)
+        release[c.key] = at
+        # Held over the ideal before each node after its last forward use, up to its release.
+        held[c.free_from + 1] += c.nbytes
+        held[at + 1] -= c.nbytes
+    extra = 0
+    for k in range(n_fw):
+        extra += held[k]
+        if k and ideal[k] + extra > ceiling:
+            return None
+    return release, max(fw_end[-1], landed)
+
+
+def _scheduled(
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+) -> tuple[dict[str, int], float]:
+    """The releases ``schedule_releases`` places, and the forward walked on
+    the copies' real landing times with the waits they cause."""
+    copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in order]
+    release = schedule_releases(step.fw_ms, ideal[: len(step.fw_ms)], copies, step.d2h_bytes_per_ms, ceiling)
     issued: dict[int, list[Candidate]] = {}
     released: dict[int, list[Candidate]] = {}
-    for c in sorted(chosen, key=lambda c: (c.produced, c.key)):
+    for c in order:
         issued.setdefault(c.produced, []).append(c)
         released.setdefault(release[c.key], []).append(c)
     clock = stream = 0.0
