@@ -55,6 +55,11 @@ def test_prediction_errors_are_relative_to_the_measured():
     unmeasured = check_prediction(_prediction(), MeasuredCall(2, 10.0, 20.0, 0.0, 0.0, None, "two graphs"))
     assert unmeasured.peak_error is None and unmeasured.within()
     assert "peak not measured (two graphs)" in unmeasured.describe()
+    assert "host" not in unmeasured.describe()
+    # The host's time to issue the forward, where measured: beside the
+    # device's 12.00 ms, a forward the host kept waiting.
+    host_bound = check_prediction(_prediction(), MeasuredCall(2, 12.0, 24.0, 1.0, 0.0, 1250, host_forward_ms=11.5))
+    assert "stalled on copies 1.00 + 0.00 ms; the host issued the forward in 11.50 ms), predicted" in host_bound.describe()
 
 
 def test_fit_reproduces_the_measured_call():
@@ -263,6 +268,7 @@ def test_call_two_is_measured_on_the_device():
     assert 0 < measured.step_ms <= seen[1][1]
     assert 0 <= measured.forward_wait_ms <= measured.forward_ms
     assert 0 <= measured.backward_wait_ms <= measured.backward_ms
+    assert measured.host_forward_ms is not None and measured.host_forward_ms > 0
     if first.measured.within():
         assert len(backend.records) == 1
     else:

@@ -58,6 +58,10 @@ class MeasuredCall:
     # between (autograd starting the backward), during which copies run on.
     # Measured with the peak only: where other graphs run, they fill it.
     between_ms: float = 0.0
+    # The host's wall time from the forward's call to its return (nothing
+    # synchronized): near forward_ms, the forward runs as fast as the host
+    # launches it, and what it takes past its kernels is the host's.
+    host_forward_ms: Optional[float] = None
 
     @property
     def step_ms(self) -> float:
@@ -101,9 +105,10 @@ class PredictionCheck:
             else f"peak {format_bytes(m.peak)}, predicted {format_bytes(p.peak)} ({self.peak_error:+.1%})"
         )
         between = f", between {m.between_ms:.2f}" if m.between_ms else ""
+        host = "" if m.host_forward_ms is None else f"; the host issued the forward in {m.host_forward_ms:.2f} ms"
         return (
             f"measured on call {m.call}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
-            f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms), "
+            f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms{host}), "
             f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}); {peak}"
         )
 

@@ -5,8 +5,9 @@ Takes: the start and end of a compiled forward's call (the backend's call
 wrapper reports them) and its outputs, whose autograd node runs the compiled
 backward. Gives: ``CallMeasurement``, CUDA events on the compute stream
 around the forward and around that backward node (autograd hooks, nothing
-in the graphs changes), around each stall of the compute stream on a copy
-(the ops record them while ``STATE.wait_timing`` is set), and the peak memory
+in the graphs changes), the host's wall time to issue the forward, around
+each stall of the compute stream on a copy (the ops record them while
+``STATE.wait_timing`` is set), and the peak memory
 from the forward's start to the backward's end. ``result()`` gives the
 ``MeasuredCall`` once the backward has run; it waits for the events then,
 once per measured call.
@@ -19,6 +20,7 @@ this one graph once, the only case in which it is this graph's peak.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 import torch
@@ -56,6 +58,8 @@ class CallMeasurement:
         self.waits: dict[str, list] = {"forward": [], "backward": []}
         self.failed: Optional[str] = None
         self.backward_ran = False
+        self.host_start = 0.0
+        self.host_forward_ms: Optional[float] = None
 
     def _record(self, name: str) -> None:
         self.events[name].record(torch.cuda.current_stream(self.device))
@@ -66,8 +70,10 @@ class CallMeasurement:
             torch.cuda.reset_peak_memory_stats(self.device)
         self._record("forward")
         STATE.wait_timing = self.waits["forward"]
+        self.host_start = time.perf_counter()
 
     def end_forward(self, outputs: Any) -> None:
+        self.host_forward_ms = (time.perf_counter() - self.host_start) * 1e3
         STATE.wait_timing = None
         self._record("forward_end")
         node = _compiled_backward_node(outputs)
@@ -107,4 +113,5 @@ class CallMeasurement:
             peak=self.peak,
             peak_note=self.peak_note,
             between_ms=0.0 if self.peak_note else e["forward_end"].elapsed_time(e["backward"]),
+            host_forward_ms=self.host_forward_ms,
         )
