@@ -30,9 +30,6 @@ def _reset_offload_state():
     left_open = [m.where or m.source for m in MARKS.marks]
     if left_open:
         # Emptied before failing, so one leaking test fails alone.
-        MARKS.marks.clear()
-        MARKS.keys.clear()
-        MARKS.closers.clear()
-        MARKS.owner = None
+        MARKS._truncate(0)
         pytest.fail(f"marks left running after the test: {left_open}")
     MARKS.reset()

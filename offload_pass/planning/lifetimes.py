@@ -23,7 +23,7 @@ from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import size_hint
 from offload_pass.views import storage_root
 
-__all__ = ["CopyLifetime", "copy_lifetimes", "ideal_live"]
+__all__ = ["CopyLifetime", "copy_lifetimes", "ideal_live", "off_device_points"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,15 @@ class CopyLifetime:
         from after its last forward use to its first backward use (a reload
         landing just in time)."""
         first = self.first_backward_use if self.first_backward_use is not None else self.backward_points
-        return self.last_forward_use + 1, self.forward_points + first
+        return off_device_points(self.last_forward_use, first, self.forward_points)
+
+
+def off_device_points(last_forward_use: int, first_backward_point: int, forward_points: int) -> tuple[int, int]:
+    """The step's points ``[a, b)`` a copy's bytes could be on the host: from
+    after its last forward use to its first backward use (``first_backward_point``,
+    the backward's length if none), a reload landing just in time. The one
+    rule for the ideal bound (``ideal_live``, the selection's search)."""
+    return last_forward_use + 1, forward_points + first_backward_point
 
 
 def _hinted_bytes(val: object) -> int:

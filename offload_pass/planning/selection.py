@@ -37,7 +37,7 @@ import dataclasses
 import functools
 from typing import Optional, Sequence
 
-from offload_pass.planning.lifetimes import CopyLifetime
+from offload_pass.planning.lifetimes import CopyLifetime, off_device_points
 from offload_pass.planning.schedules import RELOAD_MARGIN, CopyOut, schedule_releases
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
@@ -87,12 +87,12 @@ def _ends(ms: Sequence[float]) -> list[float]:
 def _ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[int]:
     """Bytes of ``chosen`` off the device at each point if every copy left
     right after its last forward use and came back just before its first
-    backward use (``lifetimes.ideal_live``'s bound)."""
-    n_fw = len(step.fw_ms)
+    backward use (``lifetimes.ideal_live``'s bound, by its rule)."""
     delta = [0] * (len(step.live) + 1)
     for c in chosen:
-        delta[min(c.free_from + 1, n_fw)] += c.nbytes
-        delta[min(n_fw + c.consumer, len(step.live))] -= c.nbytes
+        a, b = off_device_points(c.free_from, c.consumer, len(step.fw_ms))
+        delta[a] += c.nbytes
+        delta[b] -= c.nbytes
     off, total = [], 0
     for d in delta[:-1]:
         total += d

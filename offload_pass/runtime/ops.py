@@ -298,9 +298,4 @@ def pending_events() -> tuple[int, int]:
     return len(STATE.copy_out_events), len(STATE.reload_events)
 
 
-OPS = {
-    "offload": torch.ops.offload_pass.offload.default,
-    "release": torch.ops.offload_pass.release.default,
-    "reload": torch.ops.offload_pass.reload.default,
-    "wait_reload": torch.ops.offload_pass.wait_reload.default,
-}
+OPS = {name: getattr(torch.ops.offload_pass, name).default for name in _SCHEMAS}
