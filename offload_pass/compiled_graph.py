@@ -8,15 +8,16 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - checks that the marks in force are those the graph was compiled under
   (``marking/mark_keeping.py``: Dynamo cannot always tell them apart);
 - counts the call in the backend's step report (``reporting/step_report.py``);
-- on CUDA, unless ``disabled_passes`` names "calibrate": measures call 2
-  (call 1 warms up: autotuning, host pools, the lazy backward compile) with
-  ``runtime/measure.py`` and puts the ``PredictionCheck`` in the plan
+- on CUDA, unless ``disabled_passes`` names "calibrate": measures calls 2,
+  3 and 4 (call 1 warms up: autotuning, host pools, the lazy backward
+  compile) with ``runtime/measure.py`` and puts the ``PredictionCheck``
+  against the fastest of them (``calibration.fastest_call``) in the plan
   (``plan.measured``). Where the step time or the peak is off by more than
   ``REPLAN_TOLERANCE`` (3 %), the next call with gradients on fits a
   ``Calibration`` (``planning/calibration.py``) and compiles the graph once
   more under it, from that call's inputs: a new record whose plan says what
-  it was calibrated by (``plan.calibration``), itself measured on its call 2
-  and never planned again.
+  it was calibrated by (``plan.calibration``), itself measured on its calls
+  2 to 4 and never planned again.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
-from offload_pass.planning.calibration import Calibration, check_prediction, fit_calibration
+from offload_pass.planning.calibration import (
+    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration,
+)
 from offload_pass.runtime.measure import CallMeasurement
 from offload_pass.runtime.state import STATE
 
@@ -45,8 +48,9 @@ __all__ = ["CompiledGraph", "Replan", "graph_copy", "static_shapes"]
 
 log = logging.getLogger("offload_pass")
 
-# The call measured: the first warms up.
-MEASURED_CALL = 2
+# The calls measured: the first warms up; the check is made against the
+# fastest of the others (warm-up goes on for a few calls: ``fastest_call``).
+MEASURED_CALLS = (2, 3, 4)
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -119,6 +123,7 @@ class CompiledGraph:
         self.replan = replan
         self.calls = 0
         self.measurement: Optional[CallMeasurement] = None
+        self.measured_calls: list[MeasuredCall] = []
         self._key = mark_key(active)
         self._compiled_under = _under(active)
         self._warned = False
@@ -133,7 +138,7 @@ class CompiledGraph:
         # no_grad (the compile would make an inference graph).
         settled = torch._C._current_graph_task_id() == -1 and torch.is_grad_enabled()
         if settled and self.measurement is not None and self.measurement.backward_ran:
-            self._checked(args)
+            self._measured(args)
         measuring = settled and self._start_measurement()
         try:
             outputs = self.compiled(*args, **kwargs)
@@ -178,7 +183,7 @@ class CompiledGraph:
 
     def _start_measurement(self) -> bool:
         if (
-            self.replan is None or self.measurement is not None or self.calls < MEASURED_CALL
+            self.replan is None or self.measurement is not None or self.calls < MEASURED_CALLS[0]
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
             or self.backend.plans[self.plan_index].prediction is None
         ):
@@ -189,11 +194,17 @@ class CompiledGraph:
         self.measurement.start_forward()
         return True
 
-    def _checked(self, args: tuple) -> None:
-        """The measured call's backward has run: check the prediction and,
-        where it is off, plan once more (from this call's inputs)."""
-        measured = self.measurement.result()  # type: ignore[union-attr]
+    def _measured(self, args: tuple) -> None:
+        """A measured call's backward has run: keep it; after the last of
+        ``MEASURED_CALLS``, check the prediction against the fastest."""
+        self.measured_calls.append(self.measurement.result())  # type: ignore[union-attr, arg-type]
         self.measurement = None
+        if len(self.measured_calls) == len(MEASURED_CALLS):
+            self._checked(args, fastest_call(self.measured_calls))
+
+    def _checked(self, args: tuple, measured: MeasuredCall) -> None:
+        """Check the prediction against ``measured`` and, where it is off,
+        plan once more (from this call's inputs)."""
         plan = self.backend.plans[self.plan_index]  # type: ignore[index]
         check = check_prediction(plan.prediction, measured)
         plan.measured = check
@@ -204,7 +215,7 @@ class CompiledGraph:
                 log.info("offload_pass: %s not planned again: %s", plan.graph_id, replan.why_not)
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
-        calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, call {measured.call}")
+        calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
         self.replan = dataclasses.replace(replan, compile=None, simulate=None, why_not="planned again once already")
         try:
             # As Dynamo compiles: the random state as it was (kernel timing
@@ -222,3 +233,4 @@ class CompiledGraph:
         self.compiled, self.plan_index = compiled, plan_index
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
+        self.measured_calls = []

@@ -1,10 +1,12 @@
 """Stage 3g, calibration: the step simulator held to what the device measured.
 
-Takes: a plan's ``StepPrediction`` and a ``MeasuredCall``, one call of the
+Takes: a plan's ``StepPrediction`` and ``MeasuredCall``s, calls of the
 compiled forward and its backward timed on the device (``runtime/measure.py``:
 each phase on the compute stream, the time it stalled on copies, the peak
 above what was allocated when the forward started). Gives:
 
+- ``fastest_call``: the one measured call a check is made against, out of
+  several (warm-up only ever slows a call down);
 - ``check_prediction``: a ``PredictionCheck``, the errors of the step and
   peak the simulator predicted, and whether they are within
   ``REPLAN_TOLERANCE`` (issue #19's 3 %);
@@ -23,14 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
 
 __all__ = [
-    "REPLAN_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fit_calibration",
+    "REPLAN_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
+    "fit_calibration",
 ]
 
 # Issue #19: the step time and the peak predicted within 3 % of the measured.
@@ -62,10 +65,35 @@ class MeasuredCall:
     # synchronized): near forward_ms, the forward runs as fast as the host
     # launches it, and what it takes past its kernels is the host's.
     host_forward_ms: Optional[float] = None
+    # The calls this one was chosen from (``fastest_call``); empty: itself alone.
+    of_calls: tuple[int, ...] = ()
 
     @property
     def step_ms(self) -> float:
         return self.forward_ms + self.between_ms + self.backward_ms
+
+    def describe_call(self) -> str:
+        if len(self.of_calls) < 2:
+            return f"call {self.call}"
+        return f"call {self.call} (the fastest of calls {', '.join(map(str, self.of_calls))})"
+
+
+def fastest_call(calls: Sequence[MeasuredCall]) -> MeasuredCall:
+    """The call whose forward and backward took least, with the highest peak
+    any of ``calls`` measured. The first calls of a graph run slower than the
+    steady state in ways no plan causes (the device's clocks ramping up, the
+    allocator still growing, the host's first passes: on the H100 one call 2
+    of an HF model issued its forward in 9.8 ms, 7.3 ms from step 5 on), and
+    such warm-up only ever adds time, so the fastest call is the steadiest.
+    A peak is kept at its highest: memory the device reached once it can
+    reach again."""
+    if not calls:
+        raise ValueError("fastest_call: no measured call")
+    fastest = min(calls, key=lambda m: m.step_ms - m.between_ms)
+    peaks = [m.peak for m in calls if m.peak is not None]
+    return dataclasses.replace(
+        fastest, peak=max(peaks) if peaks else None, of_calls=tuple(m.call for m in calls),
+    )
 
 
 def _error(predicted: float, measured: float) -> float:
@@ -107,7 +135,7 @@ class PredictionCheck:
         between = f", between {m.between_ms:.2f}" if m.between_ms else ""
         host = "" if m.host_forward_ms is None else f"; the host issued the forward in {m.host_forward_ms:.2f} ms"
         return (
-            f"measured on call {m.call}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
+            f"measured on {m.describe_call()}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
             f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms{host}), "
             f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}); {peak}"
         )

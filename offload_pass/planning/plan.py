@@ -91,7 +91,7 @@ class OffloadPlan:
     # PyTorch's partitioner ran under for this plan (planning/recompute.py).
     recompute_level: Optional[float] = None
     # On CUDA (compiled_graph.py): the step simulator's prediction against
-    # the measured call 2 of this graph, and the calibration this plan was
+    # the fastest of the measured calls 2-4 of this graph, and the calibration this plan was
     # planned under (None: planned from the estimates and measured kernels).
     measured: Optional["PredictionCheck"] = None
     calibration: Optional["Calibration"] = None
