@@ -1,7 +1,8 @@
 """Stage 3c, schedules: where each release and reload goes.
 
-Takes: the copies' lifetimes (``lifetimes.CopyLifetime``), node time
-estimates and the device profile (``cost_model``), the simulated memory with
+Takes: the copies' lifetimes (``lifetimes.CopyLifetime``), the node times the
+step simulator uses (``step_model.NodeTimes``: measured kernels, estimates,
+a calibration) and the device profile (``cost_model``), the simulated memory with
 every copy off the device between its uses, and the ceiling (that profile's
 peak). Gives:
 
@@ -23,7 +24,7 @@ from typing import Optional, Sequence
 
 import torch.fx as fx
 
-from offload_pass.planning.cost_model import DeviceProfile, estimate_node_ms
+from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.inductor_model import in_place_slots, safe_slots
 from offload_pass.planning.lifetimes import CopyLifetime
 
@@ -185,6 +186,7 @@ def reload_schedule(
     backward_live: Sequence[int],
     ceiling: int,
     profile: DeviceProfile,
+    node_ms: Sequence[float],
     prefetch_bytes: Optional[int] = None,
 ) -> dict[str, str]:
     """The cost model's schedule for one backward graph: ``{storage: name of
@@ -192,7 +194,8 @@ def reload_schedule(
 
     ``lifetimes``: the copies' ``CopyLifetime``s. ``backward_live[i]``:
     predicted device bytes at backward node i with every reload landing at
-    its consumer.
+    its consumer. ``node_ms``: the step simulator's time of each node, as
+    for ``release_schedule``.
     """
     nodes = [n for n in bw_gm.graph.nodes if n.op != "output"]
     # A copy read by the output node alone has its first use at len(nodes).
@@ -202,9 +205,8 @@ def reload_schedule(
         (Reload(lt.storage, lt.nbytes, lt.first_backward_use) for lt in lifetimes if lt.first_backward_use is not None),
         key=lambda r: r.consumer,
     )
-    node_ms = estimate_node_ms(bw_gm, profile)[: len(nodes)]
     issue = schedule_reloads(
-        node_ms, backward_live, reloads, profile.bytes_per_ms("h2d"), ceiling, first,
+        node_ms[: len(nodes)], backward_live, reloads, profile.bytes_per_ms("h2d"), ceiling, first,
         prefetch_bytes=prefetch_bytes, safe=in_place_slots(nodes),
     )
     return {key: named[i].name for key, i in issue.items()}
@@ -348,22 +350,25 @@ def release_schedule(
     forward_live: Sequence[int],
     ceiling: int,
     profile: DeviceProfile,
+    node_ms: Sequence[float],
 ) -> dict[str, str]:
     """The cost model's release points for one forward graph: ``{storage:
     name of the forward node its release goes after}``.
 
     ``forward_live[i]``: predicted device bytes at forward node i with every
-    offloaded tensor freed right after its last forward use.
+    offloaded tensor freed right after its last forward use. ``node_ms``:
+    the time of each node (output aside), the step simulator's
+    (``NodeTimes.ordered``), so that releases go where the simulator that
+    chose the copies predicts them.
     """
     nodes = [n for n in fw_gm.graph.nodes if n.op != "output"]
     copies = [CopyOut(lt.storage, lt.nbytes, lt.produced, lt.last_forward_use) for lt in lifetimes]
-    node_ms = estimate_node_ms(fw_gm, profile)[: len(nodes)]
     # A release inside a fused chain would split its kernel (one more round
     # trip to memory, and in low precision another rounding): releases go
     # after the chain, or before it where after would lift memory above the
     # ceiling.
     safe = safe_slots(nodes)
     release = schedule_releases(
-        node_ms, forward_live, copies, profile.bytes_per_ms("d2h"), ceiling, safe=safe
+        node_ms[: len(nodes)], forward_live, copies, profile.bytes_per_ms("d2h"), ceiling, safe=safe
     )
     return {key: nodes[i].name for key, i in release.items()}

@@ -93,8 +93,12 @@ def schedule_copies(
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
     split = timeline.phases.count("forward")
-    release_after = release_schedule(fw_gm, chosen, live[:split], ceiling, profile)
-    reload_before = reload_schedule(bw_gm, chosen, live[split:], ceiling, profile, config.prefetch_bytes)
+    release_after = release_schedule(
+        fw_gm, chosen, live[:split], ceiling, profile, times.ordered(fw_gm, "forward")
+    )
+    reload_before = reload_schedule(
+        bw_gm, chosen, live[split:], ceiling, profile, times.ordered(bw_gm, "backward"), config.prefetch_bytes
+    )
     plan.ideal_peak = ceiling
     plan.release_after = dict(release_after)
     plan.reload_before = dict(reload_before)
