@@ -10,7 +10,9 @@ wait_reload, beside an ``aten.add`` of the same size (one ordinary kernel
 launch). The same four kernels registered through
 ``torch.library.custom_op`` (namespace ``offload_pass_custom_op``, what the
 ops were defined with before) run alternately with them, so one process
-compares the two registrations on one device. The device is synchronized
+compares the two registrations on one device. On CUDA a second table times
+each step of ``offload`` alone (the pool slot, the stream switch, the event,
+the copy's launch). The device is synchronized
 before each clock starts and not inside the loop: this is the time the host
 spends before the next launch, which a forward whose launches are its
 critical path pays per copy. Medians over ``--repeats``.
@@ -115,6 +117,46 @@ def measure(device: torch.device, calls: int, kib: int, repeats: int) -> dict:
     }
 
 
+def offload_parts(device: torch.device, calls: int, kib: int) -> dict[str, float]:
+    """Host us per call of each step ``offload`` takes on CUDA (runtime/ops.py,
+    host_pool.py), each timed alone over ``calls`` tensors: where a copy's
+    host time goes."""
+    from offload_pass.runtime.host_pool import host_buffer
+
+    xs = [torch.randn(kib * 512, device=device, dtype=torch.bfloat16) for _ in range(calls)]
+    slot = xs[0].numel() * xs[0].element_size()
+    compute = torch.cuda.current_stream(device)
+    d2h, _ = ops.streams_for(device)
+    hosts: list = [None] * calls
+    parts: dict[str, float] = {}
+    for _ in range(2):  # the first pass page-locks the pool and warms up
+        hosts = [None] * calls
+        parts["host_buffer (pool slot)"] = _per_call_us(
+            lambda i: hosts.__setitem__(i, host_buffer(xs[i], True, "op_host_cost_parts", slot * calls, i * slot, slot)),
+            calls, device,
+        )
+        parts["torch.cuda.current_stream"] = _per_call_us(lambda i: torch.cuda.current_stream(device), calls, device)
+        parts["stream.wait_stream(compute)"] = _per_call_us(lambda i: d2h.wait_stream(compute), calls, device)
+
+        def enter_exit(i: int) -> None:
+            with torch.cuda.stream(d2h):
+                pass
+
+        parts["with torch.cuda.stream(...)"] = _per_call_us(enter_exit, calls, device)
+        parts["torch.cuda.Event() + record"] = _per_call_us(lambda i: torch.cuda.Event().record(d2h), calls, device)
+        parts["_debug_has_internal_overlap"] = _per_call_us(
+            lambda i: torch._debug_has_internal_overlap(hosts[i]), calls, device
+        )
+        parts["host.copy_(x, non_blocking=True)"] = _per_call_us(
+            lambda i: hosts[i].copy_(xs[i], non_blocking=True), calls, device
+        )
+        parts["offload (the op, for the sum)"] = 0.0
+    del hosts
+    torch.cuda.synchronize(device)
+    clear_host_pools()
+    return parts
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -136,6 +178,14 @@ def main() -> None:
     lib, wrapped = sum(result["library"].values()), sum(result["custom_op"].values())
     print(f"| one copy (the four ops) | {lib:.1f} | {wrapped:.1f} | {wrapped - lib:.1f} |")
     print(f"| aten.add (one kernel launch) | {result['aten.add']:.1f} | | |")
+    if device.type == "cuda":
+        parts = offload_parts(device, args.calls, args.kib)
+        parts["offload (the op, for the sum)"] = result["library"]["offload"]
+        result["offload_parts"] = parts
+        print("\nwhere offload's host time goes (us per call, each part timed alone):")
+        print("| part | us |\n|---|---|")
+        for part, us in parts.items():
+            print(f"| {part} | {us:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "torch": torch.__version__, **vars(args), "us": result}, f, indent=1)

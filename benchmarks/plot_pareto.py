@@ -59,7 +59,7 @@ def pareto_front(rows: list[dict]) -> list[dict]:
 
 def title_of(report: dict) -> str:
     a = report["args"]
-    model = "MoE" if a.get("model") == "moe" else "decoder"
+    model = {"moe": "MoE", "hf_llama": "HF Llama", "hf_qwen3_moe": "HF Qwen3-MoE"}.get(a.get("model"), "decoder")
     return f"{a['layers']}-layer {model}, hidden {a['hidden']}, batch {a['batch']}"
 
 
