@@ -68,3 +68,39 @@ def test_slow_copies_make_both_passes_wait_and_fast_ones_do_not(compiled):
     assert fast.forward_wait_ms == pytest.approx(0, abs=1e-6) and fast.backward_wait_ms == pytest.approx(0, abs=1e-6)
     assert fast.step_ms == pytest.approx(fast.forward_ms + fast.backward_ms)
 
+
+
+def _plan_under(monkeypatch, backward_scale: float):
+    """The plan of a decoder whose step-simulator node times have the
+    backward's scaled by ``backward_scale`` (the roofline estimates alone
+    are untouched), as a calibration or measured kernels would."""
+    real = backend_module.node_times
+
+    def scaled(fw_gm, bw_gm, profile, measure_kernels=False):
+        times = real(fw_gm, bw_gm, profile, measure_kernels)
+        return dataclasses.replace(times, backward={k: v * backward_scale for k, v in times.backward.items()})
+
+    monkeypatch.setattr(backend_module, "node_times", scaled)
+    torch.manual_seed(0)
+    model = make_decoder(layers=3, hidden=32, heads=4)
+    offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, bandwidth_gbps=0.05)
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(torch.randn(2, 64, 32)).sum().backward()
+    return backend.plans[-1]
+
+
+def test_reloads_are_placed_by_the_simulators_node_times(monkeypatch):
+    # The schedule places each reload just early enough by the same node
+    # times the simulator predicts with: where the backward's nodes take 50x
+    # longer, fewer of them must run under a reload, so reloads are issued
+    # later (and, the compute being long, the backward never waits). With
+    # times of their own (roofline estimates) the reloads would not move.
+    plain = _plan_under(monkeypatch, 1.0)
+    slow = _plan_under(monkeypatch, 50.0)
+    assert plain.reload_before.keys() == slow.reload_before.keys() and plain.reload_before
+    moved = [k for k in plain.reload_before if plain.reload_before[k] != slow.reload_before[k]]
+    assert moved, plain.reload_before
+    assert slow.prediction.backward_wait_ms < plain.prediction.backward_wait_ms, (
+        plain.prediction.describe(), slow.prediction.describe()
+    )
