@@ -83,14 +83,18 @@ def main() -> None:
     p.add_argument("--model", default="decoder", choices=["decoder", "hf_llama"])
     p.add_argument("--bandwidth", type=float, default=None, help="copy bandwidth, GB/s, both ways")
     p.add_argument("--layers", type=int, default=None, help="default: 6 (decoder), 8 (hf_llama)")
-    p.add_argument("--heads", type=int, default=None, help="default: 4 (decoder), 2 (hf_llama: head dim 128)")
+    p.add_argument("--heads", type=int, default=None, help="default: 4 (decoder), 2 (hf_llama: head dim 128 at --scale 8)")
     p.add_argument("--seq", type=int, default=None, help="default: 2048 (decoder), 4096 (hf_llama)")
     p.add_argument("--batch", type=int, default=None, help="default: 2 (decoder), 1 (hf_llama)")
     p.add_argument(
-        "--variants", default="auto:0.01,auto:0.02,auto:0.05,auto:0.1,auto:0.3,mark:layers.*.attn",
+        "--variants", default=None,
+        help="default: auto at 1/2/5/10/30 %% and the attention marked (layers.*.attn; hf_llama: model.layers.*.self_attn)",
     )
     args = p.parse_args()
     hf = args.model == "hf_llama"
+    if args.variants is None:
+        attention = "model.layers.*.self_attn" if hf else "layers.*.attn"
+        args.variants = f"auto:0.01,auto:0.02,auto:0.05,auto:0.1,auto:0.3,mark:{attention}"
     for name, decoder, llama in (("layers", 6, 8), ("heads", 4, 2), ("seq", 2048, 4096), ("batch", 2, 1)):
         if getattr(args, name) is None:
             setattr(args, name, llama if hf else decoder)

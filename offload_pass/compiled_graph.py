@@ -8,9 +8,10 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - checks that the marks in force are those the graph was compiled under
   (``marking/mark_keeping.py``: Dynamo cannot always tell them apart);
 - counts the call in the backend's step report (``reporting/step_report.py``);
-- on CUDA, unless ``disabled_passes`` names "calibrate": measures calls 2,
-  3 and 4 (call 1 warms up: autotuning, host pools, the lazy backward
-  compile) with ``runtime/measure.py`` and puts the ``PredictionCheck``
+- on CUDA, unless ``disabled_passes`` names "calibrate": measures three
+  calls from call 2 on (2, 3 and 4 where a step calls the graph once; call
+  1 warms up: autotuning, host pools, the lazy backward compile) with
+  ``runtime/measure.py`` and puts the ``PredictionCheck``
   against the fastest of them (``calibration.fastest_call``) in the plan
   (``plan.measured``). Where the step time or the peak is off by more than
   ``REPLAN_TOLERANCE`` (3 %), the next call with gradients on fits a
@@ -48,9 +49,12 @@ __all__ = ["CompiledGraph", "Replan", "graph_copy", "static_shapes"]
 
 log = logging.getLogger("offload_pass")
 
-# The calls measured: the first warms up; the check is made against the
-# fastest of the others (warm-up goes on for a few calls: ``fastest_call``).
-MEASURED_CALLS = (2, 3, 4)
+# The first call measured (call 1 warms up) and how many are measured: each
+# from the first call after the last measured one's backward (calls 2, 3 and
+# 4 where each step calls the graph once). The check is made against the
+# fastest (warm-up goes on for a few calls: ``fastest_call``).
+FIRST_MEASURED_CALL = 2
+MEASURED_CALLS = 3
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -123,7 +127,7 @@ class CompiledGraph:
         self.replan = replan
         self.calls = 0
         self.measurement: Optional[CallMeasurement] = None
-        self.measured_calls: list[MeasuredCall] = []
+        self.measured_calls: list[CallMeasurement] = []  # finished, read at the check
         self._key = mark_key(active)
         self._compiled_under = _under(active)
         self._warned = False
@@ -183,7 +187,7 @@ class CompiledGraph:
 
     def _start_measurement(self) -> bool:
         if (
-            self.replan is None or self.measurement is not None or self.calls < MEASURED_CALLS[0]
+            self.replan is None or self.measurement is not None or self.calls < FIRST_MEASURED_CALL
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
             or self.backend.plans[self.plan_index].prediction is None
         ):
@@ -196,11 +200,15 @@ class CompiledGraph:
 
     def _measured(self, args: tuple) -> None:
         """A measured call's backward has run: keep it; after the last of
-        ``MEASURED_CALLS``, check the prediction against the fastest."""
-        self.measured_calls.append(self.measurement.result())  # type: ignore[union-attr, arg-type]
+        ``MEASURED_CALLS``, check the prediction against the fastest. The
+        events are read only then (reading waits for the device: a call
+        right after the wait would start on an idle device, unlike a step
+        the host issues ahead)."""
+        self.measured_calls.append(self.measurement)  # type: ignore[arg-type]
         self.measurement = None
-        if len(self.measured_calls) == len(MEASURED_CALLS):
-            self._checked(args, fastest_call(self.measured_calls))
+        if len(self.measured_calls) == MEASURED_CALLS:
+            results = [m.result() for m in self.measured_calls]
+            self._checked(args, fastest_call(results))  # type: ignore[arg-type]
 
     def _checked(self, args: tuple, measured: MeasuredCall) -> None:
         """Check the prediction against ``measured`` and, where it is off,

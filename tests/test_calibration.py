@@ -81,6 +81,12 @@ def test_the_fastest_call_is_checked_with_the_highest_peak():
     # A peak not measured in one call is the others'; in none, not measured.
     assert fastest_call([dataclasses.replace(warm, peak=None), steady]).peak == 1250
     assert fastest_call([dataclasses.replace(steady, peak=None)]).peak is None
+    # The fastest call ran with other graphs (no peak, no time between
+    # measured), a slower one alone: its peak and its time between, no note.
+    crowded = dataclasses.replace(steady, peak=None, between_ms=0.0, peak_note="the step runs other graphs")
+    mixed = fastest_call([crowded, dataclasses.replace(later, between_ms=0.7)])
+    assert (mixed.call, mixed.forward_ms, mixed.peak, mixed.between_ms, mixed.peak_note) == (3, 12.0, 1260, 0.7, "")
+    assert fastest_call([crowded]).peak_note == "the step runs other graphs"
     with pytest.raises(ValueError, match="no measured call"):
         fastest_call([])
 

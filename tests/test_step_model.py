@@ -70,15 +70,21 @@ def test_slow_copies_make_both_passes_wait_and_fast_ones_do_not(compiled):
 
 
 
-def _plan_under(monkeypatch, backward_scale: float):
-    """The plan of a decoder whose step-simulator node times have the
-    backward's scaled by ``backward_scale`` (the roofline estimates alone
-    are untouched), as a calibration or measured kernels would."""
-    real = backend_module.node_times
+_NODE_TIMES = backend_module.node_times
+
+
+def _plan_under(monkeypatch, forward_scale: float, backward_scale: float):
+    """The plan of a decoder whose step-simulator node times are scaled per
+    phase (the roofline estimates alone are untouched), as a calibration or
+    measured kernels would scale them."""
 
     def scaled(fw_gm, bw_gm, profile, measure_kernels=False):
-        times = real(fw_gm, bw_gm, profile, measure_kernels)
-        return dataclasses.replace(times, backward={k: v * backward_scale for k, v in times.backward.items()})
+        times = _NODE_TIMES(fw_gm, bw_gm, profile, measure_kernels)
+        return dataclasses.replace(
+            times,
+            forward={k: v * forward_scale for k, v in times.forward.items()},
+            backward={k: v * backward_scale for k, v in times.backward.items()},
+        )
 
     monkeypatch.setattr(backend_module, "node_times", scaled)
     torch.manual_seed(0)
@@ -90,17 +96,27 @@ def _plan_under(monkeypatch, backward_scale: float):
     return backend.plans[-1]
 
 
-def test_reloads_are_placed_by_the_simulators_node_times(monkeypatch):
-    # The schedule places each reload just early enough by the same node
-    # times the simulator predicts with: where the backward's nodes take 50x
-    # longer, fewer of them must run under a reload, so reloads are issued
-    # later (and, the compute being long, the backward never waits). With
-    # times of their own (roofline estimates) the reloads would not move.
-    plain = _plan_under(monkeypatch, 1.0)
-    slow = _plan_under(monkeypatch, 50.0)
-    assert plain.reload_before.keys() == slow.reload_before.keys() and plain.reload_before
-    moved = [k for k in plain.reload_before if plain.reload_before[k] != slow.reload_before[k]]
-    assert moved, plain.reload_before
-    assert slow.prediction.backward_wait_ms < plain.prediction.backward_wait_ms, (
-        plain.prediction.describe(), slow.prediction.describe()
+def _moved(a: dict, b: dict) -> list:
+    assert a.keys() == b.keys() and a
+    return [k for k in a if a[k] != b[k]]
+
+
+def test_releases_and_reloads_are_placed_by_the_simulators_node_times(monkeypatch):
+    # The schedules place each release where its copy has landed and each
+    # reload just early enough by the node times the simulator predicts
+    # with. Where the backward's nodes take 50x longer, fewer of them must
+    # run under a reload: reloads are issued later, and the backward never
+    # waits. Where the forward's take 50x longer, copies land sooner after
+    # their producers: releases come earlier. With times of their own
+    # (roofline estimates) neither would move.
+    plain = _plan_under(monkeypatch, 1.0, 1.0)
+    slow_backward = _plan_under(monkeypatch, 1.0, 50.0)
+    assert _moved(plain.reload_before, slow_backward.reload_before), plain.reload_before
+    assert slow_backward.prediction.backward_wait_ms < plain.prediction.backward_wait_ms, (
+        plain.prediction.describe(), slow_backward.prediction.describe()
+    )
+    slow_forward = _plan_under(monkeypatch, 50.0, 1.0)
+    assert _moved(plain.release_after, slow_forward.release_after), plain.release_after
+    assert slow_forward.prediction.forward_wait_ms < plain.prediction.forward_wait_ms, (
+        plain.prediction.describe(), slow_forward.prediction.describe()
     )

@@ -86,13 +86,23 @@ def fastest_call(calls: Sequence[MeasuredCall]) -> MeasuredCall:
     of an HF model issued its forward in 9.8 ms, 7.3 ms from step 5 on), and
     such warm-up only ever adds time, so the fastest call is the steadiest.
     A peak is kept at its highest: memory the device reached once it can
-    reach again."""
+    reach again. The time between forward and backward is measured with the
+    peak only (where the step ran this graph alone), so it comes from the
+    fastest of the calls that measured a peak, and the peak's note goes
+    where a peak was measured."""
     if not calls:
         raise ValueError("fastest_call: no measured call")
-    fastest = min(calls, key=lambda m: m.step_ms - m.between_ms)
-    peaks = [m.peak for m in calls if m.peak is not None]
+
+    def work(m: MeasuredCall) -> float:
+        return m.step_ms - m.between_ms
+
+    fastest = min(calls, key=work)
+    alone = [m for m in calls if m.peak is not None]
+    if not alone:
+        return dataclasses.replace(fastest, of_calls=tuple(m.call for m in calls))
     return dataclasses.replace(
-        fastest, peak=max(peaks) if peaks else None, of_calls=tuple(m.call for m in calls),
+        fastest, peak=max(m.peak for m in alone), peak_note="",  # type: ignore[type-var]
+        between_ms=min(alone, key=work).between_ms, of_calls=tuple(m.call for m in calls),
     )
 
 

@@ -13,7 +13,8 @@ Takes: a device (for its measured speeds) and graph modules. Gives:
   read and written over memory bandwidth; views and fused-away pointwise ops
   cost nothing.
 
-``schedules`` places releases and reloads from these figures.
+``step_model.node_times`` starts from these figures (measured kernels replace
+some), and the step simulator and the schedules work from its ``NodeTimes``.
 """
 
 from __future__ import annotations
