@@ -91,8 +91,9 @@ class OffloadPlan:
     # PyTorch's partitioner ran under for this plan (planning/recompute.py).
     recompute_level: Optional[float] = None
     # On CUDA (compiled_graph.py): the step simulator's prediction against
-    # the fastest of the measured calls 2-4 of this graph, and the calibration this plan was
-    # planned under (None: planned from the estimates and measured kernels).
+    # the fastest of three measured calls of this graph, and the calibration
+    # this plan was planned under (None: planned from the estimates and
+    # measured kernels).
     measured: Optional["PredictionCheck"] = None
     calibration: Optional["Calibration"] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
