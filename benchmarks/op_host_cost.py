@@ -12,7 +12,8 @@ launch). The same four kernels registered through
 ops were defined with before) run alternately with them, so one process
 compares the two registrations on one device. On CUDA a second table times
 each step of ``offload`` alone (the pool slot, the stream switch, the event,
-the copy's launch). The device is synchronized
+the copy's launch), through PyTorch's Python wrappers and through the C
+methods ``ops.py`` calls instead. The device is synchronized
 before each clock starts and not inside the loop: this is the time the host
 spends before the next launch, which a forward whose launches are its
 critical path pays per copy. Medians over ``--repeats``.
@@ -127,6 +128,7 @@ def offload_parts(device: torch.device, calls: int, kib: int) -> dict[str, float
     slot = xs[0].numel() * xs[0].element_size()
     compute = torch.cuda.current_stream(device)
     d2h, _ = ops.streams_for(device)
+    streams = ops._device_streams(compute.device_index)
     hosts: list = [None] * calls
     parts: dict[str, float] = {}
     for _ in range(2):  # the first pass page-locks the pool and warms up
@@ -144,6 +146,25 @@ def offload_parts(device: torch.device, calls: int, kib: int) -> dict[str, float
 
         parts["with torch.cuda.stream(...)"] = _per_call_us(enter_exit, calls, device)
         parts["torch.cuda.Event() + record"] = _per_call_us(lambda i: torch.cuda.Event().record(d2h), calls, device)
+        # What ops.py calls instead of the wrappers above.
+        parts["ops: _compute_stream (kept Stream)"] = _per_call_us(lambda i: ops._compute_stream(streams), calls, device)
+
+        _, fork_event = ops._compute_stream(streams)
+
+        def fork(i: int) -> None:
+            ops._record(fork_event, compute)
+            ops._wait(fork_event, d2h)
+
+        parts["ops: fork event record + wait"] = _per_call_us(fork, calls, device)
+
+        def switch(i: int) -> None:
+            torch._C._cuda_setStream(d2h.stream_id, d2h.device_index, d2h.device_type)
+            torch._C._cuda_setStream(compute.stream_id, compute.device_index, compute.device_type)
+
+        parts["ops: _cuda_setStream there and back"] = _per_call_us(switch, calls, device)
+        parts["ops: torch.cuda.Event() + C record"] = _per_call_us(
+            lambda i: ops._record(torch.cuda.Event(), d2h), calls, device
+        )
         parts["_debug_has_internal_overlap"] = _per_call_us(
             lambda i: torch._debug_has_internal_overlap(hosts[i]), calls, device
         )

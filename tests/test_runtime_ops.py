@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from offload_pass import runtime
+from offload_pass.runtime.state import CopyStreams
 
 
 @pytest.mark.parametrize("name", sorted(runtime.OPS))
@@ -41,3 +42,90 @@ def test_round_trip_through_the_dispatcher_with_named_settings():
     back = runtime.reload(host, x.device, align=0)
     runtime.wait_reload(back)
     assert torch.equal(back, x) and back.stride() == x.stride()
+
+
+class _Fake:
+    """A stream or an event: a name and, for a stream, the ids the ops switch by."""
+
+    def __init__(self, name: str, stream_id: int = 0) -> None:
+        self.name, self.stream_id, self.device_index, self.device_type = name, stream_id, 0, 1
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@pytest.fixture
+def cuda_calls(monkeypatch):
+    """The CUDA calls of the ops' copy launch, recorded in order on a machine
+    without a GPU: what a copy is ordered after, and on which stream it is
+    queued, is exactly this sequence."""
+    import offload_pass.runtime.ops as ops
+
+    log: list[tuple] = []
+    current = {"device": 0, "stream": 7}
+    compute_streams = {7: _Fake("compute", 7), 8: _Fake("other compute", 8)}
+    events = iter(_Fake(f"event{i}") for i in range(100))
+    monkeypatch.setattr(ops, "_record", lambda e, s: log.append(("record", e, s)))
+    monkeypatch.setattr(ops, "_wait", lambda e, s: log.append(("wait", e, s)))
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", lambda i: (current["stream"], i, 1), raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current["device"], raising=False)
+
+    def set_stream(stream_id, device_index, device_type):
+        log.append(("set stream", stream_id))
+        current["stream"] = stream_id
+
+    monkeypatch.setattr(torch._C, "_cuda_setStream", set_stream, raising=False)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda stream_id, device_index, device_type: compute_streams[stream_id])
+    monkeypatch.setattr(torch.cuda, "Event", lambda: next(events))
+    streams = CopyStreams(0, _Fake("d2h", 20), _Fake("h2d", 21))
+    return ops, streams, log, current
+
+
+def test_a_copy_is_queued_after_the_compute_stream_and_the_stream_switched_back(cuda_calls):
+    ops, streams, log, current = cuda_calls
+    src, dst, after = torch.randn(4, 3), torch.empty(4, 3), _Fake("last read")
+    event = ops._copy_on(streams, streams.d2h, dst, src, after)
+    fork = streams.compute[(7, 0, 1)][1]
+    assert log == [
+        ("record", fork, streams.compute[(7, 0, 1)][0]), ("wait", fork, streams.d2h),
+        ("wait", after, streams.d2h), ("set stream", 20), ("record", event, streams.d2h), ("set stream", 7),
+    ]
+    assert torch.equal(dst, src) and current["stream"] == 7
+    # The Stream object and the fork event are made once per compute stream.
+    log.clear()
+    ops._copy_on(streams, streams.h2d, dst, src, None)
+    assert [e for e in log if e[0] == "record"][0][1] is fork and len(streams.compute) == 1
+    current["stream"] = 8
+    ops._copy_on(streams, streams.h2d, dst, src, None)
+    assert len(streams.compute) == 2 and streams.compute[(8, 0, 1)][1] is not fork
+
+
+def test_a_copy_that_fails_still_switches_the_stream_back(cuda_calls):
+    ops, streams, log, current = cuda_calls
+    with pytest.raises(RuntimeError):
+        ops._copy_on(streams, streams.d2h, torch.empty(5), torch.randn(4, 3), None)
+    assert log[-1] == ("set stream", 7) and current["stream"] == 7
+
+
+def test_a_copy_for_another_device_than_the_current_one_restores_both(cuda_calls, monkeypatch):
+    # Setting a stream makes its device current: off the current device the
+    # context manager, which restores the device too, switches instead.
+    ops, streams, log, current = cuda_calls
+    current["device"] = 1
+    entered = []
+
+    class Context:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def __enter__(self):
+            entered.append(self.stream)
+
+        def __exit__(self, *exc):
+            entered.append("exit")
+
+    monkeypatch.setattr(torch.cuda, "stream", Context)
+    src, dst = torch.randn(3), torch.empty(3)
+    ops._copy_on(streams, streams.d2h, dst, src, None)
+    assert entered == [streams.d2h, "exit"] and not [e for e in log if e[0] == "set stream"]
+    assert torch.equal(dst, src)

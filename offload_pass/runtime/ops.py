@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 
 from offload_pass.runtime.host_pool import _nbytes, extent_bytes, host_buffer, host_bytes_held
-from offload_pass.runtime.state import STATE
+from offload_pass.runtime.state import STATE, CopyStreams
 
 __all__ = [
     "OPS", "offload", "release", "reload", "wait_reload",
@@ -59,16 +59,48 @@ def reset_stats() -> None:
         STATE.stats[k] = 0
 
 
+def _device_streams(index: int) -> CopyStreams:
+    """The copy streams of device ``index``, made on first use."""
+    streams = STATE.streams.get(index)
+    if streams is None:
+        with torch.cuda.device(index):
+            streams = CopyStreams(index, torch.cuda.Stream(), torch.cuda.Stream())
+        STATE.streams[index] = streams
+    return streams
+
+
 def streams_for(device: torch.device) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
     """(device->host, host->device) streams of one device: one per direction,
     since a single stream would serialise the two directions."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    pair = STATE.streams.get(index)
-    if pair is None:
-        with torch.cuda.device(index):
-            pair = (torch.cuda.Stream(), torch.cuda.Stream())
-        STATE.streams[index] = pair
-    return pair
+    streams = _device_streams(index)
+    return streams.d2h, streams.h2d
+
+
+# The ops run on the launch path of every copy: a forward whose launches are
+# its critical path pays their host time per copy. So the CUDA path below
+# calls the C methods of streams and events directly (torch.cuda.Event's
+# record/wait and torch.cuda.current_stream are Python wrappers around them
+# that look the current stream up again and build a Stream object each
+# time), and switches streams without the ``torch.cuda.stream`` context
+# manager (benchmarks/op_host_cost.py times both).
+def _compute_stream(streams: CopyStreams) -> tuple[torch.cuda.Stream, torch.cuda.Event]:
+    """The current stream of the copy streams' device (the compute stream the
+    graph runs on) and its fork event, both made once per stream and kept."""
+    raw = torch._C._cuda_getCurrentStream(streams.index)
+    compute = streams.compute.get(raw)
+    if compute is None:
+        stream = torch.cuda.Stream(stream_id=raw[0], device_index=raw[1], device_type=raw[2])
+        compute = streams.compute[raw] = (stream, torch.cuda.Event())
+    return compute
+
+
+def _record(event: torch.cuda.Event, stream: torch.cuda.Stream) -> None:
+    torch._C._CudaEventBase.record(event, stream)
+
+
+def _wait(event: torch.cuda.Event, stream: torch.cuda.Stream) -> None:
+    torch._C._CudaEventBase.wait(event, stream)
 
 
 def _copy_layout(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> None:
@@ -87,22 +119,38 @@ def _copy_layout(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = Fals
 
 
 def _copy_on(
+    streams: CopyStreams,
     stream: torch.cuda.Stream,
     dst: torch.Tensor,
     src: torch.Tensor,
-    compute: torch.cuda.Stream,
     after: torch.cuda.Event | None,
 ) -> torch.cuda.Event:
     """An asynchronous ``_copy_layout(dst, src)`` on the copy stream
-    ``stream``, ordered after the work queued on ``compute`` so far and after
-    ``after`` (None: nothing more); returns the event recorded when it lands."""
-    stream.wait_stream(compute)
+    ``stream`` of ``streams``, ordered after the work queued on the current
+    (compute) stream so far and after ``after`` (None: nothing more);
+    returns the event recorded when it lands."""
+    compute, fork = _compute_stream(streams)
+    # One fork event per compute stream serves every copy: a stream's wait
+    # takes the event as last recorded when the wait is queued, so recording
+    # it again later changes no earlier wait.
+    _record(fork, compute)
+    _wait(fork, stream)
     if after is not None:
-        stream.wait_event(after)
-    with torch.cuda.stream(stream):
+        _wait(after, stream)
+    event = torch.cuda.Event()
+    if torch._C._cuda_getDevice() != streams.index:
+        # Setting a stream also makes its device current; the context
+        # manager restores both.
+        with torch.cuda.stream(stream):
+            _copy_layout(dst, src, non_blocking=True)
+            _record(event, stream)
+        return event
+    torch._C._cuda_setStream(stream.stream_id, stream.device_index, stream.device_type)
+    try:
         _copy_layout(dst, src, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record(stream)
+        _record(event, stream)
+    finally:
+        torch._C._cuda_setStream(compute.stream_id, compute.device_index, compute.device_type)
     return event
 
 
@@ -149,17 +197,18 @@ def _copy_out(
         return _stay_on_device(x, f"host memory allocation failed ({error})")
     STATE.stats["offload_calls"] += 1
     STATE.stats["offload_bytes"] += nbytes
-    if x.device.type != "cuda":
+    if not x.is_cuda:
         # CPU path (CI): a real, separate buffer, so the backward reads a copy.
         _copy_layout(host, x)
         return host
     if x.numel() == 0:
         return host
-    d2h, _ = streams_for(x.device)
+    streams = _device_streams(x.get_device())
     # A pool slot is rewritten only after the last reload that read it.
-    last_read = STATE.slot_reads.pop(host.data_ptr(), None)
-    event = _copy_on(d2h, host, x, torch.cuda.current_stream(x.device), last_read)
-    STATE.copy_out_events[host.data_ptr()] = event
+    address = host.data_ptr()
+    last_read = STATE.slot_reads.pop(address, None)
+    event = _copy_on(streams, streams.d2h, host, x, last_read)
+    STATE.copy_out_events[address] = event
     return host
 
 
@@ -172,22 +221,22 @@ def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
     """The compute stream of ``x``'s device waits for the event ``events``
     holds under ``key`` (consumed); nothing off CUDA. Stream-side wait: the
     host thread never blocks here."""
-    if x.device.type != "cuda":
+    if not x.is_cuda:
         return
     event = events.pop(key, None)
     if event is None:
         return
-    stream = torch.cuda.current_stream(x.device)
+    stream, _ = _compute_stream(_device_streams(x.get_device()))
     timing = STATE.wait_timing  # read once: the measuring thread may clear it
     if timing is None:
-        stream.wait_event(event)
+        _wait(event, stream)
         return
     # A measured call (runtime/measure.py): the time between these two
     # events is how long the compute stream stalled on the copy.
     before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    before.record(stream)
-    stream.wait_event(event)
-    after.record(stream)
+    _record(before, stream)
+    _wait(event, stream)
+    _record(after, stream)
     timing.append((before, after))
 
 
@@ -234,22 +283,22 @@ def _reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.T
         out = _reload_buffer(host, device, align)
         _copy_layout(out, host)
         return out
-    compute = torch.cuda.current_stream(device)
     # Allocated on the compute stream: the block returns to the compute
     # stream's pool when the backward graph drops it.
     out = _reload_buffer(host, device, align)
     if host.numel() == 0:
         return out
-    _, h2d = streams_for(device)
+    streams = _device_streams(out.get_device())
     # A reload must never read a host buffer whose copy-out is still running
     # (Megatron-LM #7398 silently corrupted gradients this way). The forward's
     # release already ordered the compute stream after it; this covers a
     # copy-out whose release never ran.
-    copy_out = STATE.copy_out_events.pop(host.data_ptr(), None)
-    event = _copy_on(h2d, out, host, compute, copy_out)
+    address = host.data_ptr()
+    copy_out = STATE.copy_out_events.pop(address, None)
+    event = _copy_on(streams, streams.h2d, out, host, copy_out)
     STATE.reload_events[out.data_ptr()] = event
-    if host.data_ptr() in STATE.slot_addresses:
-        STATE.slot_reads[host.data_ptr()] = event
+    if address in STATE.slot_addresses:
+        STATE.slot_reads[address] = event
     return out
 
 

@@ -1,8 +1,8 @@
 """The runtime's mutable state, all of it in one object.
 
 Takes: nothing; the ops (``ops.py``) and the host pools (``host_pool.py``)
-read and write it. Gives ``RuntimeState`` and ``STATE``, the one instance the
-runtime uses: copy counters, host bytes held, the host pools, the copy
+read and write it. Gives ``CopyStreams`` (one device's copy streams),
+``RuntimeState`` and ``STATE``, the one instance the runtime uses: copy counters, host bytes held, the host pools, the copy
 streams, the completion events that order copies against the compute stream,
 and the warnings already given. ``STATE.reset()`` returns it to what a fresh
 import has (for tests, between steps).
@@ -19,7 +19,7 @@ import torch
 if TYPE_CHECKING:
     from offload_pass.runtime.host_pool import _Arena
 
-__all__ = ["RuntimeState", "STATE", "STAT_KEYS"]
+__all__ = ["CopyStreams", "RuntimeState", "STATE", "STAT_KEYS"]
 
 # Counters for tests and reports: copies and bytes in each direction.
 STAT_KEYS = ("offload_calls", "offload_bytes", "reload_calls", "reload_bytes", "fallback_calls")
@@ -27,6 +27,21 @@ STAT_KEYS = ("offload_calls", "offload_bytes", "reload_calls", "reload_bytes", "
 
 def _zero_stats() -> dict[str, int]:
     return dict.fromkeys(STAT_KEYS, 0)
+
+
+@dataclasses.dataclass
+class CopyStreams:
+    """One device's copy streams, one per direction (a single stream would
+    serialise the two directions), and what the ops keep to launch copies
+    cheaply on them."""
+
+    index: int  # the device's index
+    d2h: torch.cuda.Stream
+    h2d: torch.cuda.Stream
+    # The compute streams seen, by torch._C._cuda_getCurrentStream's tuple,
+    # each with its fork event: recorded on that stream and waited on by a
+    # copy stream before each copy (one event, recorded again every copy).
+    compute: dict[tuple, tuple[torch.cuda.Stream, torch.cuda.Event]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -50,8 +65,8 @@ class RuntimeState:
     # (a CPU kernel that may read it before its copy-out has landed): an error,
     # never a silent wrong gradient.
     unreleased_hosts: set[int] = dataclasses.field(default_factory=set)
-    # Device index -> (device->host, host->device) copy streams.
-    streams: dict[int, tuple[torch.cuda.Stream, torch.cuda.Stream]] = dataclasses.field(default_factory=dict)
+    # Device index -> its copy streams.
+    streams: dict[int, CopyStreams] = dataclasses.field(default_factory=dict)
     # (pool key, pinned) -> arenas of that layout, oldest first.
     pools: dict[tuple[str, bool], list[_Arena]] = dataclasses.field(default_factory=dict)
     # Pools whose buffer could not be had: their copies are allocated one by
