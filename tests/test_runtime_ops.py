@@ -57,8 +57,9 @@ class _Fake:
 @pytest.fixture
 def cuda_calls(monkeypatch):
     """The CUDA calls of the ops' copy launch, recorded in order on a machine
-    without a GPU: what a copy is ordered after, and on which stream it is
-    queued, is exactly this sequence."""
+    without a GPU, each copy with the stream current when it was queued: what
+    a copy is ordered after, and on which stream it runs, is exactly this
+    sequence."""
     import offload_pass.runtime.ops as ops
 
     log: list[tuple] = []
@@ -74,9 +75,16 @@ def cuda_calls(monkeypatch):
         log.append(("set stream", stream_id))
         current["stream"] = stream_id
 
+    copy_layout = ops._copy_layout
+
+    def logged_copy(dst, src, non_blocking=False):
+        log.append(("copy on", current["stream"]))
+        copy_layout(dst, src, non_blocking)
+
+    monkeypatch.setattr(ops, "_copy_layout", logged_copy)
     monkeypatch.setattr(torch._C, "_cuda_setStream", set_stream, raising=False)
     monkeypatch.setattr(torch.cuda, "Stream", lambda stream_id, device_index, device_type: compute_streams[stream_id])
-    monkeypatch.setattr(torch.cuda, "Event", lambda: next(events))
+    monkeypatch.setattr(torch.cuda, "Event", lambda **_: next(events))
     streams = CopyStreams(0, _Fake("d2h", 20), _Fake("h2d", 21))
     return ops, streams, log, current
 
@@ -85,16 +93,17 @@ def test_a_copy_is_queued_after_the_compute_stream_and_the_stream_switched_back(
     ops, streams, log, current = cuda_calls
     src, dst, after = torch.randn(4, 3), torch.empty(4, 3), _Fake("last read")
     event = ops._copy_on(streams, streams.d2h, dst, src, after)
-    fork = streams.compute[(7, 0, 1)][1]
+    compute, fork = streams.compute[(7, 0, 1)]
     assert log == [
-        ("record", fork, streams.compute[(7, 0, 1)][0]), ("wait", fork, streams.d2h),
-        ("wait", after, streams.d2h), ("set stream", 20), ("record", event, streams.d2h), ("set stream", 7),
+        ("record", fork, compute),  # once when made: an event exists from its first record
+        ("record", fork, compute), ("wait", fork, streams.d2h), ("wait", after, streams.d2h),
+        ("set stream", 20), ("copy on", 20), ("record", event, streams.d2h), ("set stream", 7),
     ]
     assert torch.equal(dst, src) and current["stream"] == 7
     # The Stream object and the fork event are made once per compute stream.
     log.clear()
     ops._copy_on(streams, streams.h2d, dst, src, None)
-    assert [e for e in log if e[0] == "record"][0][1] is fork and len(streams.compute) == 1
+    assert log[:2] == [("record", fork, compute), ("wait", fork, streams.h2d)] and ("copy on", 21) in log
     current["stream"] = 8
     ops._copy_on(streams, streams.h2d, dst, src, None)
     assert len(streams.compute) == 2 and streams.compute[(8, 0, 1)][1] is not fork
@@ -104,7 +113,7 @@ def test_a_copy_that_fails_still_switches_the_stream_back(cuda_calls):
     ops, streams, log, current = cuda_calls
     with pytest.raises(RuntimeError):
         ops._copy_on(streams, streams.d2h, torch.empty(5), torch.randn(4, 3), None)
-    assert log[-1] == ("set stream", 7) and current["stream"] == 7
+    assert log[-2:] == [("copy on", 20), ("set stream", 7)] and current["stream"] == 7
 
 
 def test_a_copy_for_another_device_than_the_current_one_restores_both(cuda_calls, monkeypatch):
@@ -112,20 +121,46 @@ def test_a_copy_for_another_device_than_the_current_one_restores_both(cuda_calls
     # context manager, which restores the device too, switches instead.
     ops, streams, log, current = cuda_calls
     current["device"] = 1
-    entered = []
 
     class Context:
         def __init__(self, stream):
-            self.stream = stream
+            self.stream, self.before = stream, None
 
         def __enter__(self):
-            entered.append(self.stream)
+            log.append(("enter", self.stream))
+            self.before, current["stream"] = current["stream"], self.stream.stream_id
 
         def __exit__(self, *exc):
-            entered.append("exit")
+            log.append(("exit", self.stream))
+            current["stream"] = self.before
 
     monkeypatch.setattr(torch.cuda, "stream", Context)
     src, dst = torch.randn(3), torch.empty(3)
-    ops._copy_on(streams, streams.d2h, dst, src, None)
-    assert entered == [streams.d2h, "exit"] and not [e for e in log if e[0] == "set stream"]
+    event = ops._copy_on(streams, streams.d2h, dst, src, None)
+    assert log[-4:] == [("enter", streams.d2h), ("copy on", 20), ("record", event, streams.d2h), ("exit", streams.d2h)]
+    assert not [e for e in log if e[0] == "set stream"] and current["stream"] == 7
     assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("measured", [False, True])
+def test_release_and_wait_reload_make_the_compute_stream_wait(cuda_calls, monkeypatch, measured):
+    # The stream-side wait that orders the compute stream after a copy (the
+    # reuse of a released tensor's memory, the first read of a reload).
+    ops, streams, log, current = cuda_calls
+    monkeypatch.setitem(runtime.STATE.streams, 0, streams)
+    x = torch.empty(3)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda t: 0)
+    landed = _Fake("landed")
+    timing = [] if measured else None
+    monkeypatch.setattr(runtime.STATE, "wait_timing", timing)
+    ops._compute_stream_waits(x, {7: landed}, 7)
+    compute = streams.compute[(7, 0, 1)][0]
+    if measured:
+        (before, after), = timing
+        assert log[-3:] == [("record", before, compute), ("wait", landed, compute), ("record", after, compute)]
+    else:
+        assert log[-1] == ("wait", landed, compute)
+    log.clear()
+    ops._compute_stream_waits(x, {}, 7)  # no event: nothing to wait for
+    assert log == []

@@ -91,7 +91,12 @@ def _compute_stream(streams: CopyStreams) -> tuple[torch.cuda.Stream, torch.cuda
     compute = streams.compute.get(raw)
     if compute is None:
         stream = torch.cuda.Stream(stream_id=raw[0], device_index=raw[1], device_type=raw[2])
-        compute = streams.compute[raw] = (stream, torch.cuda.Event())
+        fork = torch.cuda.Event()
+        # Recorded once before it is shared: an event is created on its first
+        # record, unlocked, and a wait from another thread on an event still
+        # being created could take a handle never recorded, and order nothing.
+        _record(fork, stream)
+        compute = streams.compute[raw] = (stream, fork)
     return compute
 
 
@@ -126,9 +131,9 @@ def _copy_on(
     after: torch.cuda.Event | None,
 ) -> torch.cuda.Event:
     """An asynchronous ``_copy_layout(dst, src)`` on the copy stream
-    ``stream`` of ``streams``, ordered after the work queued on the current
-    (compute) stream so far and after ``after`` (None: nothing more);
-    returns the event recorded when it lands."""
+    ``stream`` of ``streams``, ordered after the work queued so far on the
+    current (compute) stream of the copy streams' device and after ``after``
+    (None: nothing more); returns the event recorded when it lands."""
     compute, fork = _compute_stream(streams)
     # One fork event per compute stream serves every copy: a stream's wait
     # takes the event as last recorded when the wait is queued, so recording
@@ -145,8 +150,8 @@ def _copy_on(
             _copy_layout(dst, src, non_blocking=True)
             _record(event, stream)
         return event
-    torch._C._cuda_setStream(stream.stream_id, stream.device_index, stream.device_type)
     try:
+        torch._C._cuda_setStream(stream.stream_id, stream.device_index, stream.device_type)
         _copy_layout(dst, src, non_blocking=True)
         _record(event, stream)
     finally:

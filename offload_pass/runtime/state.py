@@ -2,9 +2,10 @@
 
 Takes: nothing; the ops (``ops.py``) and the host pools (``host_pool.py``)
 read and write it. Gives ``CopyStreams`` (one device's copy streams),
-``RuntimeState`` and ``STATE``, the one instance the runtime uses: copy counters, host bytes held, the host pools, the copy
-streams, the completion events that order copies against the compute stream,
-and the warnings already given. ``STATE.reset()`` returns it to what a fresh
+``RuntimeState`` and ``STATE``, the one instance the runtime uses: copy
+counters, host bytes held, the host pools, the copy streams, the completion
+events that order copies against the compute stream, and the warnings
+already given. ``STATE.reset()`` returns it to what a fresh
 import has (for tests, between steps).
 """
 
