@@ -241,9 +241,11 @@ def profile_step(step, keep_trace: Optional[str] = None) -> dict:
 HF_MODELS = ("hf_llama", "hf_qwen3_moe")
 
 
-def _hf_model(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
+def hf_model(args: argparse.Namespace, dtype: torch.dtype, device: str = "cuda") -> torch.nn.Module:
     """A Hugging Face decoder from a config (nothing downloaded): Llama, or
-    Qwen3-MoE with grouped_mm experts (top-2 routing)."""
+    Qwen3-MoE with grouped_mm experts (top-2 routing). ``args``: model,
+    layers, hidden, heads, vocab, seq, ffn (per expert), experts.
+    ``plan_proxy.py`` builds its HF Llama here too."""
     common = dict(
         num_hidden_layers=args.layers, hidden_size=args.hidden, num_attention_heads=args.heads,
         num_key_value_heads=args.heads, vocab_size=args.vocab, max_position_embeddings=args.seq,
@@ -261,13 +263,13 @@ def _hf_model(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
             head_dim=args.hidden // args.heads, experts_implementation="grouped_mm", **common,
         )
         model = Qwen3MoeForCausalLM(config)
-    return model.to(device="cuda", dtype=dtype)
+    return model.to(device=device, dtype=dtype)
 
 
 def build_model(args: argparse.Namespace) -> torch.nn.Module:
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
     if args.model in HF_MODELS:
-        return _hf_model(args, dtype)
+        return hf_model(args, dtype)
     if args.model == "moe":
         return make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=dtype, device="cuda")
     return make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")

@@ -68,13 +68,16 @@ def plan_variant(variant: str, args: argparse.Namespace, x: torch.Tensor):
 
 
 def _hf_llama(args: argparse.Namespace) -> torch.nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """The benchmarks' HF Llama (``bench_offload.hf_model``), ``--scale``
+    times narrower in its MLP and vocabulary as in its width."""
+    from bench_offload import hf_model
 
-    return LlamaForCausalLM(LlamaConfig(
-        num_hidden_layers=args.layers, hidden_size=args.hidden, num_attention_heads=args.heads,
-        num_key_value_heads=args.heads, intermediate_size=int(5632 / args.scale), vocab_size=int(8192 / args.scale),
-        max_position_embeddings=args.seq, attention_dropout=0.0,
-    ))
+    narrow = argparse.Namespace(**vars(args), ffn=int(5632 / args.scale), vocab=_vocab(args), experts=0)
+    return hf_model(narrow, torch.float32, device="cpu")
+
+
+def _vocab(args: argparse.Namespace) -> int:
+    return int(8192 / args.scale)
 
 
 def main() -> None:
@@ -106,8 +109,7 @@ def main() -> None:
             cost_model._CPU_PROFILE, d2h_gbps=args.bandwidth, h2d_gbps=args.bandwidth,
             source=f"{cost_model._CPU_PROFILE.source}, copies at {args.bandwidth:g} GB/s",
         )
-    vocab = int(8192 / args.scale)
-    x = torch.randint(0, vocab, (args.batch, args.seq)) if hf else torch.randn(args.batch, args.seq, args.hidden)
+    x = torch.randint(0, _vocab(args), (args.batch, args.seq)) if hf else torch.randn(args.batch, args.seq, args.hidden)
     print(f"{args.model} {args.layers} x {args.hidden}, seq {args.seq}, batch {args.batch}, float32, on the CPU; "
           f"profile: {cost_model._CPU_PROFILE.source} (predictions, nothing measured)")
     print("| variant | copies | offloaded MiB | predicted peak MiB | freed MiB | predicted step ms | overhead | "
