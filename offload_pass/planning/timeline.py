@@ -3,8 +3,11 @@
 Takes: a forward and a backward graph module (before or after the rewrite).
 Gives: the bytes of device tensors alive at each node of the forward, then
 of the backward, from the fake tensors' sizes and the graphs' last uses (views
-share their base's storage; host tensors do not count; parameters and graph
-inputs are outside the step and do not count either; a pointwise result whose
+share their base's storage; host tensors do not count; the forward's inputs
+(parameters, the batch) are outside the step and do not count either; the
+backward's own inputs, the gradients it receives (its tangents), count from
+its start to its end: the autograd engine holds them until the backward
+returns; a pointwise result whose
 users all fuse it, as Inductor does, is never in memory and keeps its inputs
 alive until those users run). Each point is the most a node holds at
 once: its outputs (all of a multi-output op's at the op) and scratch
@@ -136,7 +139,9 @@ def _walk(
 ) -> dict[str, tuple[str, int]]:
     """``inputs``: placeholder name -> (storage key, bytes) of what the
     previous graph handed over alive; placeholders with one key (views of one
-    forward storage) are one allocation. Returns the same for the outputs."""
+    forward storage) are one allocation. A tangent placeholder (a gradient
+    the backward receives) is alive over the whole graph. Returns the same
+    for the outputs."""
     nodes = list(graph.nodes)
     root = {n: storage_root(n)[0] for n in nodes if n.op != "output"}
 
@@ -150,6 +155,15 @@ def _walk(
     for node in nodes:
         if node.op == "placeholder" and node.name in inputs and inputs[node.name][1]:
             live[key(node)] = inputs[node.name][1]
+        elif _is_tangent(node):
+            nbytes = _tensor_bytes(node.meta.get("val"), count_cpu)
+            if nbytes:
+                # The gradients a backward receives (HF Llama: the loss's, and
+                # zeros for the logits and the KV cache it also returns, 320 MiB
+                # on the H100) are allocated before it runs and freed only when
+                # it returns, however early the graph last reads them.
+                live[key(node)] = nbytes
+                last_use[key(node)] = len(nodes)
     carried: dict[str, tuple[str, int]] = {}
     born_early: set[fx.Node] = set()
     for i, node in enumerate(nodes):
@@ -180,6 +194,12 @@ def _walk(
         timeline.nodes.append(node.name)
         timeline.live_bytes.append(at_node)
     return carried
+
+
+def _is_tangent(node: fx.Node) -> bool:
+    """A gradient the backward receives: AOTAutograd names those placeholders
+    ``tangents_N`` (its partitioner tells them apart by that name too)."""
+    return node.op == "placeholder" and str(node.target).startswith("tangents")
 
 
 def _key_name(key: object, phase: str) -> str:
