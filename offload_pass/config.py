@@ -37,6 +37,13 @@ class OffloadConfig:
         reloads may hold ahead of their consumers (None: only the predicted
         peak bounds them). Measured on the H100: bounding it to the largest
         copy serialised the reloads: 36.0 against 31.6 ms a step (docs/benchmarks.md).
+    reload_headroom: for ``schedule="cost"``: bytes the reloads may lift
+        device memory above the ideal peak (``plan.ideal_peak``) so that they
+        start earlier: memory traded for time. 0 (default): none; the step's
+        peak stays the ideal one. Measured on the H100 (docs/benchmarks.md):
+        where the backward is copy-bound and its memory stands near the peak
+        throughout (HF Llama with everything marked), reloads wait for room
+        and the copy stream idles; this buys that time back.
     bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
         the cost model; None measures it once per device and caches it.
     measure_kernels: on CUDA, time each extern kernel of the graphs (matmuls,
@@ -78,6 +85,7 @@ class OffloadConfig:
     schedule: ScheduleKind = ScheduleKind.COST
     prefetch: int = 1
     prefetch_bytes: Optional[int] = None
+    reload_headroom: int = 0
     bandwidth_gbps: Optional[float] = None
     max_inflight: int = 2
     keep_if_no_gain: bool = True
@@ -121,7 +129,7 @@ def _is_number(value: object) -> bool:
 
 
 def _check_counts(config: OffloadConfig) -> None:
-    for name in ("min_bytes", "prefetch", "keep_first_in_backward"):
+    for name in ("min_bytes", "prefetch", "keep_first_in_backward", "reload_headroom"):
         value = getattr(config, name)
         if not _is_int(value) or value < 0:
             raise ValueError(f"OffloadConfig.{name} must be an int >= 0, got {value!r}")
@@ -144,6 +152,11 @@ def _check_speeds_and_limits(config: OffloadConfig) -> None:
         raise ValueError(
             "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
             f"slowdown), got {config.max_overhead!r}"
+        )
+    if config.reload_headroom and config.schedule != ScheduleKind.COST:
+        raise ValueError(
+            f"OffloadConfig.reload_headroom={config.reload_headroom} applies to schedule='cost' only "
+            f"(schedule is {config.schedule.value!r}); under schedule='fixed' use prefetch"
         )
     limit = config.host_memory_limit
     if limit is not None and (not _is_int(limit) or limit < 0):

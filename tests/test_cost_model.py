@@ -181,6 +181,31 @@ def test_copy_bound_forward_stays_under_the_ideal_peak():
     assert "every copy off the device between its uses" in str(plan)
 
 
+def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads():
+    # A copy-bound backward whose memory stands near its peak (HF Llama with
+    # everything marked on the H100): reloads wait for room under the ideal
+    # peak. reload_headroom lets them lift memory that much above it, and
+    # start earlier; never further.
+    def mark(m):
+        offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")
+
+    def plan(**knobs):
+        torch.manual_seed(0)
+        model, x = make_decoder(layers=6, hidden=64, heads=4), torch.randn(2, 64, 64)
+        knobs |= {"min_bytes": 0, "keep_if_no_gain": False, "bandwidth_gbps": 0.4}
+        return assert_same_training(model, mark, (x,), **knobs).plans[-1]
+
+    headroom = 64 << 10
+    tight, loose = plan(), plan(reload_headroom=headroom)
+    assert tight.ideal_peak == loose.ideal_peak and tight.offloaded == loose.offloaded
+    assert tight.prediction.peak == tight.ideal_peak, str(tight)
+    assert tight.ideal_peak < loose.prediction.peak <= loose.ideal_peak + headroom, str(loose)
+    assert loose.prediction.backward_wait_ms < tight.prediction.backward_wait_ms
+    order = [n for n in tight.reload_before]
+    assert any(loose.reload_before[s] != tight.reload_before[s] for s in order)
+    assert "reloads allowed 0.06 MiB above it (reload_headroom)" in str(loose)
+
+
 def test_trim_keeps_what_does_not_lower_the_peak():
     # Without offload: forward builds up to 30 at point 3; backward frees.
     live = [10, 20, 30, 30, 25, 40, 15]

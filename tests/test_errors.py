@@ -184,6 +184,12 @@ def test_saved_roles_positions_are_checked():
         ({"host_memory_limit": True}, r"host_memory_limit must be None or an int >= 0, got True"),
         ({"prefetch": True}, r"prefetch must be an int >= 0, got True"),
         ({"max_inflight": 2.0}, r"max_inflight must be an int >= 1, got 2.0"),
+        ({"reload_headroom": -1}, r"reload_headroom must be an int >= 0, got -1"),
+        ({"reload_headroom": 1.5}, r"reload_headroom must be an int >= 0, got 1.5"),
+        (
+            {"reload_headroom": 1 << 20, "schedule": "fixed"},
+            r"reload_headroom=1048576 applies to schedule='cost' only \(schedule is 'fixed'\)",
+        ),
         ({"schedule": ["cost"]}, r"schedule must be one of \['cost', 'fixed'\], got \['cost'\]"),
         ({"mode": "budget", "memory_budget": float("nan")}, r"memory_budget must be bytes .* got nan"),
         ({"mode": "budget", "memory_budget": True}, r"memory_budget must be bytes .* got True"),

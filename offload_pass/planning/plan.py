@@ -81,6 +81,9 @@ class OffloadPlan:
     # forward use to its first backward use, the bound the releases and
     # reloads were placed under.
     ideal_peak: Optional[int] = None
+    # OffloadConfig.reload_headroom: how far above ideal_peak the reloads
+    # were allowed to lift memory.
+    reload_headroom: int = 0
     # The cost model's schedule: storage -> the forward node its release goes
     # after / the backward node its reload is issued before.
     release_after: dict = dataclasses.field(default_factory=dict)
@@ -190,6 +193,8 @@ class OffloadPlan:
 
     def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:
         bound = "" if self.ideal_peak is None else f"; every copy off the device between its uses: {mib(self.ideal_peak):.2f} MiB"
+        if self.ideal_peak is not None and self.reload_headroom:
+            bound += f", reloads allowed {mib(self.reload_headroom):.2f} MiB above it (reload_headroom)"
         change = f" ({self.predicted_overhead:+.1%})" if before.step_ms else ""
         return [
             f"predicted peak {mib(before.peak):.2f} -> {mib(after.peak):.2f} MiB "

@@ -96,10 +96,13 @@ def schedule_copies(
     release_after = release_schedule(
         fw_gm, chosen, live[:split], ceiling, profile, times.ordered(fw_gm, "forward")
     )
+    # reload_headroom: memory the user trades for reloads that start earlier.
     reload_before = reload_schedule(
-        bw_gm, chosen, live[split:], ceiling, profile, times.ordered(bw_gm, "backward"), config.prefetch_bytes
+        bw_gm, chosen, live[split:], ceiling + config.reload_headroom, profile, times.ordered(bw_gm, "backward"),
+        config.prefetch_bytes,
     )
     plan.ideal_peak = ceiling
+    plan.reload_headroom = config.reload_headroom
     plan.release_after = dict(release_after)
     plan.reload_before = dict(reload_before)
     return Schedule(plan, release_after, reload_before)
