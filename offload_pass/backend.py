@@ -239,7 +239,7 @@ class OffloadBackend:
             _partition_and_plan, self, joint, joint_inputs, kwargs, graph_id, prefix, calibration
         )
         attempt = partition(None, None)
-        budget = None if attempt.plan.baseline is None else budget_bytes(self.config, attempt.plan.baseline.peak)
+        budget = None if attempt.plan.baseline is None else budget_bytes(self.config, attempt.plan.baseline)
         # Recompute is tried where offload alone misses the budget, and where
         # it reaches it only at a cost: the fastest within it is kept.
         recompute = (
@@ -366,7 +366,7 @@ def _partition_and_plan(
         fw_gm, bw_gm, timeline_before, times, profile, offset, between
     )
     reference = reference or baseline
-    budget = None if reference is None else budget_bytes(config, reference.peak)
+    budget = None if reference is None else budget_bytes(config, reference)
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
     # The schedule works on the memory timeline itself, which a calibration
     # does not move: the budget is lowered by what the timeline misses.

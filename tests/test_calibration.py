@@ -232,8 +232,11 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
 
 def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_measured):
     # The device's peak is a third above the timeline's: the budget, a
-    # fraction of the peak without offload, is planned again against the
-    # peaks corrected by what the timeline missed.
+    # fraction of the peak the timeline predicts without offload, is planned
+    # again against the peaks corrected by what the timeline missed. The
+    # budget itself stays put: the offset was measured on the offloading
+    # partition (counted into plain Inductor's peak, it lifted the budget:
+    # HF Llama at 0.6 ended 1.8 % over on the H100).
     device_measured.figures = lambda p: MeasuredCall(
         0, p.forward_ms + p.forward_wait_ms, p.backward_ms + p.backward_wait_ms,
         p.forward_wait_ms, p.backward_wait_ms, int(p.peak * 4 / 3),
@@ -247,7 +250,7 @@ def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_meas
     assert offset == first.measured.measured.peak - first.prediction.peak > 0
     assert second.prediction.peak_offset == second.baseline.peak_offset == offset
     assert second.baseline.peak == first.baseline.peak + offset
-    assert second.prediction.peak <= int(0.8 * second.baseline.peak) or "out of reach" in second.selection
+    assert second.prediction.peak <= int(0.8 * first.baseline.peak) or "out of reach" in second.selection
     assert second.offloaded_bytes > first.offloaded_bytes, (str(first), str(second))
     _assert_plain_inductors(grads, steps=5)
 
