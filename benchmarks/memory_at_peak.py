@@ -12,6 +12,11 @@ timeline and the compiled code there.
   python benchmarks/memory_at_peak.py --mark all --out /tmp/mem
   python benchmarks/memory_at_peak.py --mark none          # plain Inductor
   python benchmarks/memory_at_peak.py --model moe --layers 4 --batch 8 --mark roles=all
+  python benchmarks/memory_at_peak.py --model hf_llama --layers 8 --ffn 5632 --batch 1 --mark all
+
+It also prints the highest memory in each sixteenth of the backward (from the
+autograd engine's first allocation on): how close the backward stands to the
+step's peak, i.e. the room reloads have (``OffloadConfig.reload_headroom``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import offload_pass
 import offload_pass.backend as backend_module
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.planning.timeline import simulate_step
+
+from bench_offload import run_model
 
 
 def origin(frames: list[dict]) -> tuple[str, int, str]:
@@ -54,6 +61,17 @@ def mib(n: float) -> str:
 
 
 def build(args: argparse.Namespace):
+    if args.model == "hf_llama":
+        from bench_offload import hf_model, marked_modules
+
+        model = hf_model(args, torch.bfloat16)
+        if args.mark == "none":
+            return model, "inductor"
+        if args.mark != "all":
+            raise SystemExit(f"--model hf_llama takes --mark none or all, not {args.mark!r}")
+        modules, _ = marked_modules(model, "all")
+        offload_pass.offload_modules(model, *modules)
+        return model, offload_pass.make_backend(**_overrides(args))
     if args.model == "moe":
         model = make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=torch.bfloat16, device="cuda")
     else:
@@ -70,20 +88,25 @@ def build(args: argparse.Namespace):
         )
     else:
         raise SystemExit(f"unknown --mark {args.mark!r}; valid: none, all, roles=R1+R2, roles=all")
+    return model, offload_pass.make_backend(**_overrides(args))
+
+
+def _overrides(args: argparse.Namespace) -> dict:
     overrides = {}
     for item in filter(None, args.config.split(";")):
         key, value = item.split("=", 1)
         overrides[key] = json.loads(value)
-    return model, offload_pass.make_backend(**overrides)
+    return overrides
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="decoder", choices=["decoder", "moe"])
+    p.add_argument("--model", default="decoder", choices=["decoder", "moe", "hf_llama"])
+    p.add_argument("--vocab", type=int, default=8192, help="hf_llama: vocabulary size")
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--ffn", type=int, default=2048, help="moe: per-expert ffn size")
+    p.add_argument("--ffn", type=int, default=2048, help="moe: per-expert ffn size; hf_llama: MLP size")
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--batch", type=int, default=2)
@@ -97,16 +120,19 @@ def main() -> None:
     backend_module.simulate_step = functools.partial(simulate_step, record_alive=True)
     model, backend = build(args)
     compiled = torch.compile(model, backend=backend)
-    x = torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
+    if args.model == "hf_llama":
+        x = torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
+    else:
+        x = torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=torch.bfloat16)
+    for _ in range(9):  # past the calibration's measured calls and its re-plan
         model.zero_grad(set_to_none=True)
-        compiled(x).backward()
+        run_model(compiled, x).backward()
     torch.cuda.synchronize()
     model.zero_grad(set_to_none=True)
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
-    loss = compiled(x)
+    loss = run_model(compiled, x)
     torch.cuda.synchronize()
     forward_peak = torch.cuda.max_memory_allocated() - base
     loss.backward()
@@ -147,6 +173,16 @@ def main() -> None:
         return f"{names.get(file, os.path.basename(file))}:{line} {func}  {text[:110]}"
 
     print(f"peak over the step (replayed history, allocated by the step): {mib(peak)} at event {peak_at} of {len(events)}")
+    # The backward starts where the autograd engine first allocates (the
+    # gradients the backward receives), else at the second compiled file.
+    start = next((k for k, e in enumerate(events) if e[6] == "autograd:_make_grads"), None)
+    if start is None and len(files) > 1:
+        start = next(k for k, e in enumerate(events) if e[4] == files[1])
+    if start is not None and len(events) - start >= 16:
+        step = (len(events) - start) // 16
+        tops = [max(e[3] for e in events[start + k * step : start + (k + 1) * step]) for k in range(16)]
+        print("highest memory in each sixteenth of the backward, MiB: " + " ".join(f"{t / 2**20:.0f}" for t in tops))
+        print(f"  below the step's peak by {(peak - max(tops[1:])) / 2**20:.0f} MiB at least after its first sixteenth")
     groups: dict[str, int] = collections.Counter()
     for size, where in peak_live.values():
         groups[label(where)] += size
