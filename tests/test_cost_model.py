@@ -192,8 +192,7 @@ def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads(
     def plan(**knobs):
         torch.manual_seed(0)
         model, x = make_decoder(layers=6, hidden=64, heads=4), torch.randn(2, 64, 64)
-        knobs |= {"min_bytes": 0, "keep_if_no_gain": False, "bandwidth_gbps": 0.4}
-        return assert_same_training(model, mark, (x,), **knobs).plans[-1]
+        return assert_same_training(model, mark, (x,), bandwidth_gbps=0.4, **knobs).plans[-1]
 
     headroom = 64 << 10
     tight, loose = plan(), plan(reload_headroom=headroom)
@@ -201,9 +200,23 @@ def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads(
     assert tight.prediction.peak == tight.ideal_peak, str(tight)
     assert tight.ideal_peak < loose.prediction.peak <= loose.ideal_peak + headroom, str(loose)
     assert loose.prediction.backward_wait_ms < tight.prediction.backward_wait_ms
-    order = [n for n in tight.reload_before]
-    assert any(loose.reload_before[s] != tight.reload_before[s] for s in order)
+    assert any(loose.reload_before[s] != tight.reload_before[s] for s in tight.reload_before)
     assert "reloads allowed 0.06 MiB above it (reload_headroom)" in str(loose)
+
+
+def test_reload_headroom_never_lifts_memory_past_a_budget():
+    # mode="budget" reaches 0.6 of the peak; 4 MiB of headroom would let the
+    # reloads lift the step over it (and call the budget out of reach).
+    torch.manual_seed(0)
+    model, x = make_decoder(layers=6, hidden=64, heads=4), torch.randn(2, 64, 64)
+    backend = offload_pass.make_backend(
+        mode="budget", memory_budget=0.6, min_bytes=0, disabled_passes=("recompute",), reload_headroom=4 << 20
+    )
+    torch.compile(model, backend=backend)(x).backward()
+    plan = backend.plans[-1]
+    budget = int(0.6 * plan.baseline.peak)
+    assert plan.prediction.peak <= budget and "out of reach" not in plan.selection, str(plan)
+    assert plan.reload_headroom == max(plan.ideal_peak, budget) - plan.ideal_peak
 
 
 def test_trim_keeps_what_does_not_lower_the_peak():

@@ -123,7 +123,8 @@ def copy_lifetimes(
 def ideal_live(live_bytes: Sequence[int], lifetimes: Sequence[CopyLifetime]) -> list[int]:
     """``live_bytes`` (one step without offload) with each copy's bytes off
     the device over its ``off_device`` points: the profile no schedule can
-    beat, whose peak is the ceiling releases and prefetches may not lift."""
+    beat, whose peak is the ceiling releases may not lift, nor prefetches
+    beyond ``OffloadConfig.reload_headroom``."""
     live = list(live_bytes)
     for lifetime in lifetimes:
         if not lifetime.exact:

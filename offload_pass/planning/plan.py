@@ -81,8 +81,8 @@ class OffloadPlan:
     # forward use to its first backward use, the bound the releases and
     # reloads were placed under.
     ideal_peak: Optional[int] = None
-    # OffloadConfig.reload_headroom: how far above ideal_peak the reloads
-    # were allowed to lift memory.
+    # How far above ideal_peak the reloads were allowed to lift memory:
+    # OffloadConfig.reload_headroom, less what would pass a budget.
     reload_headroom: int = 0
     # The cost model's schedule: storage -> the forward node its release goes
     # after / the backward node its reload is issued before.

@@ -26,7 +26,7 @@ from offload_pass.annotation.mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
 from offload_pass.marking.naming import module_name
 from offload_pass.marking.roles import roles_of
 
-__all__ = ["SavedTensor", "collect_saved_tensors", "saved_positions", "check_requested_roles"]
+__all__ = ["SavedTensor", "collect_saved_tensors", "is_tangent", "saved_positions", "check_requested_roles"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +101,13 @@ def _storage_bytes(val: torch.Tensor) -> int:
     return nbytes
 
 
+def is_tangent(node: fx.Node) -> bool:
+    """A backward placeholder that is a gradient the backward receives, not a
+    saved value: AOTAutograd names those ``tangents_N`` (its partitioner
+    tells them apart by that name too)."""
+    return node.op == "placeholder" and node.name.startswith("tangents_")
+
+
 def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, int]:
     """Saved value name -> its index in the forward output tuple.
 
@@ -113,7 +120,7 @@ def saved_positions(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> dict[str, i
     return {
         n.name: last_index[n.name]
         for n in bw_gm.graph.find_nodes(op="placeholder")
-        if not n.name.startswith("tangents_") and n.name in last_index
+        if not is_tangent(n) and n.name in last_index
     }
 
 

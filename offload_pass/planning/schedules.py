@@ -4,7 +4,8 @@ Takes: the copies' lifetimes (``lifetimes.CopyLifetime``), the node times the
 step simulator uses (``step_model.NodeTimes``: measured kernels, estimates,
 a calibration) and the device profile (``cost_model``), the simulated memory with
 every copy off the device between its uses, and the ceiling (that profile's
-peak). Gives:
+peak; for the reloads, plus ``OffloadConfig.reload_headroom`` up to a
+budget: ``scheduling.schedule_copies``). Gives:
 
 - ``schedule_reloads(...)`` / ``schedule_releases(...)``: pure functions over
   those numbers. Each reload is issued just early enough to land before its

@@ -88,21 +88,23 @@ def schedule_copies(
         return Schedule(plan)
     chosen = [lifetimes[g.storage] for g in plan.groups]
     # The ideal: each copy off the device from its last forward use to its
-    # first backward use. Its peak is the ceiling neither the releases nor
-    # the prefetches may lift.
+    # first backward use. Its peak is the ceiling the releases may not lift,
+    # nor the prefetches beyond reload_headroom (memory the user trades for
+    # reloads that start earlier), and never past a budget.
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
+    reload_ceiling = ceiling + config.reload_headroom
+    if budget is not None:
+        reload_ceiling = min(reload_ceiling, max(ceiling, budget))
     split = timeline.phases.count("forward")
     release_after = release_schedule(
         fw_gm, chosen, live[:split], ceiling, profile, times.ordered(fw_gm, "forward")
     )
-    # reload_headroom: memory the user trades for reloads that start earlier.
     reload_before = reload_schedule(
-        bw_gm, chosen, live[split:], ceiling + config.reload_headroom, profile, times.ordered(bw_gm, "backward"),
-        config.prefetch_bytes,
+        bw_gm, chosen, live[split:], reload_ceiling, profile, times.ordered(bw_gm, "backward"), config.prefetch_bytes
     )
     plan.ideal_peak = ceiling
-    plan.reload_headroom = config.reload_headroom
+    plan.reload_headroom = reload_ceiling - ceiling
     plan.release_after = dict(release_after)
     plan.reload_before = dict(reload_before)
     return Schedule(plan, release_after, reload_before)
@@ -162,7 +164,7 @@ def check_budget(plan: OffloadPlan, target: Optional[int], recompute_tried: bool
     note = (
         f"out of reach by {means}: the predicted peak is {format_bytes(plan.prediction.peak)}, "
         f"{format_bytes(plan.prediction.peak - target)} over the budget "
-        f"(predicted peak without offload {format_bytes(plan.baseline.peak)})"
+        f"(predicted peak without offload {format_bytes(plan.baseline.peak - plan.baseline.peak_offset)})"
     )
     plan.selection = f"{plan.selection or f'mode=budget ({format_bytes(target)})'}; {note}"
     log.warning("offload_pass: %s mode=budget (%s): %s", plan.graph_id, format_bytes(target), note)

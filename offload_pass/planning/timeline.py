@@ -28,6 +28,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.planning.inductor_model import fused_away, is_extern
+from offload_pass.planning.saved_set import is_tangent
 from offload_pass.planning.workspace import workspace_bytes
 from offload_pass.units import size_hint
 from offload_pass.views import is_view_node, storage_root
@@ -155,7 +156,7 @@ def _walk(
     for node in nodes:
         if node.op == "placeholder" and node.name in inputs and inputs[node.name][1]:
             live[key(node)] = inputs[node.name][1]
-        elif _is_tangent(node):
+        elif is_tangent(node):
             nbytes = _tensor_bytes(node.meta.get("val"), count_cpu)
             if nbytes:
                 # The gradients a backward receives (HF Llama: the loss's, and
@@ -194,12 +195,6 @@ def _walk(
         timeline.nodes.append(node.name)
         timeline.live_bytes.append(at_node)
     return carried
-
-
-def _is_tangent(node: fx.Node) -> bool:
-    """A gradient the backward receives: AOTAutograd names those placeholders
-    ``tangents_N`` (its partitioner tells them apart by that name too)."""
-    return node.op == "placeholder" and str(node.target).startswith("tangents")
 
 
 def _key_name(key: object, phase: str) -> str:
