@@ -14,9 +14,10 @@ timeline and the compiled code there.
   python benchmarks/memory_at_peak.py --model moe --layers 4 --batch 8 --mark roles=all
   python benchmarks/memory_at_peak.py --model hf_llama --layers 8 --ffn 5632 --batch 1 --mark all
 
-It also prints the highest memory in each sixteenth of the backward (from the
-autograd engine's first allocation on): how close the backward stands to the
-step's peak, i.e. the room reloads have (``OffloadConfig.reload_headroom``).
+It also prints the highest memory in each sixteenth of the backward's
+allocator events (from the autograd engine's first allocation on): how close
+the backward stands to the step's peak, i.e. the room reloads have
+(``OffloadConfig.reload_headroom``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import offload_pass.backend as backend_module
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.planning.timeline import simulate_step
 
-from bench_offload import run_model
+from bench_offload import model_inputs, run_model
 
 
 def origin(frames: list[dict]) -> tuple[str, int, str]:
@@ -120,10 +121,7 @@ def main() -> None:
     backend_module.simulate_step = functools.partial(simulate_step, record_alive=True)
     model, backend = build(args)
     compiled = torch.compile(model, backend=backend)
-    if args.model == "hf_llama":
-        x = torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
-    else:
-        x = torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=torch.bfloat16)
+    x = model_inputs(args, torch.bfloat16)
     for _ in range(9):  # past the calibration's measured calls and its re-plan
         model.zero_grad(set_to_none=True)
         run_model(compiled, x).backward()
@@ -179,9 +177,10 @@ def main() -> None:
     if start is None and len(files) > 1:
         start = next(k for k, e in enumerate(events) if e[4] == files[1])
     if start is not None and len(events) - start >= 16:
-        step = (len(events) - start) // 16
-        tops = [max(e[3] for e in events[start + k * step : start + (k + 1) * step]) for k in range(16)]
-        print("highest memory in each sixteenth of the backward, MiB: " + " ".join(f"{t / 2**20:.0f}" for t in tops))
+        bounds = [start + k * (len(events) - start) // 16 for k in range(17)]
+        tops = [max(e[3] for e in events[a:b]) for a, b in zip(bounds, bounds[1:])]
+        print("highest memory in each sixteenth of the backward's allocator events, MiB: "
+              + " ".join(f"{t / 2**20:.0f}" for t in tops))
         print(f"  below the step's peak by {(peak - max(tops[1:])) / 2**20:.0f} MiB at least after its first sixteenth")
     groups: dict[str, int] = collections.Counter()
     for size, where in peak_live.values():
