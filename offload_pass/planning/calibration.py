@@ -228,7 +228,7 @@ def fit_calibration(
     calibration = Calibration(
         forward_scale=forward / predicted.forward_ms if predicted.forward_ms else 1.0,
         backward_scale=backward / predicted.backward_ms if predicted.backward_ms else 1.0,
-        peak_offset=0 if measured.peak is None else measured.peak - (predicted.peak - predicted.peak_offset),
+        peak_offset=0 if measured.peak is None else measured.peak - predicted.timeline_peak,
         source=source,
         peak_measured=measured.peak is not None,
         between_ms=measured.between_ms,

@@ -149,8 +149,7 @@ def budget_bytes(config: OffloadConfig, without_offload: StepPrediction) -> Opti
     budget = config.memory_budget
     if config.mode != Mode.BUDGET:
         return None
-    peak = without_offload.peak - without_offload.peak_offset
-    return int(budget * peak) if isinstance(budget, float) else budget
+    return int(budget * without_offload.timeline_peak) if isinstance(budget, float) else budget
 
 
 def check_budget(plan: OffloadPlan, target: Optional[int], recompute_tried: bool) -> None:
@@ -164,7 +163,7 @@ def check_budget(plan: OffloadPlan, target: Optional[int], recompute_tried: bool
     note = (
         f"out of reach by {means}: the predicted peak is {format_bytes(plan.prediction.peak)}, "
         f"{format_bytes(plan.prediction.peak - target)} over the budget "
-        f"(predicted peak without offload {format_bytes(plan.baseline.peak - plan.baseline.peak_offset)})"
+        f"(predicted peak without offload {format_bytes(plan.baseline.timeline_peak)})"
     )
     plan.selection = f"{plan.selection or f'mode=budget ({format_bytes(target)})'}; {note}"
     log.warning("offload_pass: %s mode=budget (%s): %s", plan.graph_id, format_bytes(target), note)

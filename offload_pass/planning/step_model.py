@@ -92,6 +92,11 @@ class StepPrediction:
     peak_offset: int = 0  # bytes a calibration adds to the timeline's peak (planning/calibration.py)
     between_ms: float = 0.0  # a calibration's measured time between forward and backward
 
+    @property
+    def timeline_peak(self) -> int:
+        """The memory timeline's own peak, without a calibration's offset."""
+        return self.peak - self.peak_offset
+
     def describe(self) -> str:
         waits = ""
         if round(self.forward_wait_ms + self.backward_wait_ms, 2):
