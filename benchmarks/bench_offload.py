@@ -412,7 +412,11 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         result["checks"] = [
             {
                 "graph": p.graph_id, "calibrated": p.calibration is not None, "call": p.measured.measured.call,
+                "replan_reason": p.replan_reason and str(p.replan_reason),
                 "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
+                "budget_mib": None if p.budget is None else p.budget / 2**20,
+                "predicted_peak_mib": p.prediction.peak / 2**20,
+                "measured_peak_mib": None if p.measured.measured.peak is None else p.measured.measured.peak / 2**20,
                 "text": p.measured.describe(),
             }
             for p in backend.plans if p.measured is not None
@@ -458,9 +462,10 @@ def main() -> None:
     p.add_argument("--mark", default="all")
     p.add_argument("--min-bytes", type=int, default=1 << 20)
     p.add_argument(
-        "--warmup", type=int, default=9,
-        help="steps before the timed ones: 9 covers the measured calls 2-4 of a graph, its re-plan at call 5 "
-        "and the re-planned graph's measured calls",
+        "--warmup", type=int, default=13,
+        help="steps before the timed ones: 13 covers the measured calls 2-4 of a graph, its re-plan at call 5, "
+        "the re-planned graph's measured calls, a second re-plan (mode=budget, a measured peak over the budget) "
+        "and its measured calls",
     )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument(

@@ -13,6 +13,8 @@ timeline and the compiled code there.
   python benchmarks/memory_at_peak.py --mark none          # plain Inductor
   python benchmarks/memory_at_peak.py --model moe --layers 4 --batch 8 --mark roles=all
   python benchmarks/memory_at_peak.py --model hf_llama --layers 8 --ffn 5632 --batch 1 --mark all
+  python benchmarks/memory_at_peak.py --model hf_llama --layers 8 --ffn 5632 --batch 1 --mark none \
+      --config 'mode="budget";memory_budget=0.6'      # nothing marked, the planner chooses
 
 It also prints the highest memory in each sixteenth of the backward's
 allocator events (from the autograd engine's first allocation on): how close
@@ -67,7 +69,7 @@ def build(args: argparse.Namespace):
 
         model = hf_model(args, torch.bfloat16)
         if args.mark == "none":
-            return model, "inductor"
+            return model, offload_pass.make_backend(**_overrides(args)) if args.config else "inductor"
         if args.mark != "all":
             raise SystemExit(f"--model hf_llama takes --mark none or all, not {args.mark!r}")
         modules, _ = marked_modules(model, "all")
@@ -79,7 +81,7 @@ def build(args: argparse.Namespace):
         model = make_decoder(args.layers, args.hidden, args.heads, dtype=torch.bfloat16, device="cuda")
     n = len(model.layers)
     if args.mark == "none":
-        return model, "inductor"
+        return model, offload_pass.make_backend(**_overrides(args)) if args.config else "inductor"
     if args.mark == "all":
         offload_pass.offload_modules(model, *[f"layers.{i}.{m}" for i in range(n) for m in ("attn", "mlp")])
     elif args.mark.startswith("roles="):
@@ -111,7 +113,10 @@ def main() -> None:
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--mark", default="all", help="none (plain Inductor), all, roles=all, roles=fc1+act")
+    p.add_argument(
+        "--mark", default="all",
+        help="none (plain Inductor; with --config, offload_pass with nothing marked), all, roles=all, roles=fc1+act",
+    )
     p.add_argument("--config", default="", help='OffloadConfig overrides, "key=json;key=json"')
     p.add_argument("--before", type=int, default=30, help="allocations shown before the peak")
     p.add_argument("--out", default=None, help="directory for raw events, timeline and compiled code")
@@ -122,7 +127,7 @@ def main() -> None:
     model, backend = build(args)
     compiled = torch.compile(model, backend=backend)
     x = model_inputs(args, torch.bfloat16)
-    for _ in range(9):  # past the calibration's measured calls and its re-plan
+    for _ in range(13):  # past the calibration's measured calls and its re-plans (compiled_graph.py)
         model.zero_grad(set_to_none=True)
         run_model(compiled, x).backward()
     torch.cuda.synchronize()
@@ -193,23 +198,26 @@ def main() -> None:
     for action, size, stream, running, *where in shown:
         print(f"  {action:>14} {mib(size)} stream {stream:>3} total {mib(running)}  {label(tuple(where))}")
 
-    timelines = getattr(backend, "timelines", None)
+    # The graphs of the step just recorded, as their plans simulated them.
+    ran = [] if backend == "inductor" else [plan for plan, _ in backend.last_step().graphs]
+    records = [r for r in getattr(backend, "records", []) if any(r.plan is plan for plan in ran)]
+    timelines = [r.timeline_after for r in records]
     if timelines:
-        for k, t in enumerate(timelines):
-            after = t["after"]
+        for k, after in enumerate(timelines):
             for phase in ("forward", "backward"):
                 idx = [i for i, ph in enumerate(after.phases) if ph == phase]
                 if not idx:
                     continue
                 top = max(idx, key=lambda i: after.live_bytes[i])
                 print(
-                    f"simulated graph {k} {phase} peak {mib(after.live_bytes[top])} after node "
+                    f"simulated {records[k].plan.graph_id} {phase} peak {mib(after.live_bytes[top])} after node "
                     f"{after.nodes[top]} ({idx.index(top)} of {len(idx)})"
                 )
                 alive = sorted(after.alive[top].items(), key=lambda kv: -kv[1])
                 for name, size in alive[:40]:
                     print(f"    {mib(size)}  {name}")
-        print(backend.plans[-1])
+        for record in records:
+            print(record.plan)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "events.json"), "w") as f:
@@ -217,7 +225,7 @@ def main() -> None:
         for file, name in names.items():
             shutil.copy(file, os.path.join(args.out, f"{name}.py"))
         if timelines:
-            t = timelines[-1]["after"]
+            t = timelines[-1]
             with open(os.path.join(args.out, "simulated.json"), "w") as f:
                 json.dump({"phases": t.phases, "nodes": t.nodes, "live": t.live_bytes, "alive": t.alive}, f)
 

@@ -45,7 +45,9 @@ from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.cost_model import device_profile
-from offload_pass.planning.recompute import RECOMPUTE_LEVELS, Trial, choose_trial, recompute_entries
+from offload_pass.planning.recompute import (
+    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, recompute_entries,
+)
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
@@ -55,7 +57,7 @@ from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
-from offload_pass.units import format_bytes, mib
+from offload_pass.units import mib
 from offload_pass.views import retrace_view_vals
 from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors
 from offload_pass.planning.timeline import simulate_step
@@ -87,6 +89,7 @@ class _OffloadPartitioner(CustomPartitionerFn):
         frame_root: Optional[str],
         calibration: Optional[Calibration] = None,
         keep_simulator: bool = False,
+        prior: Optional[OffloadPlan] = None,
     ) -> None:
         self.backend = backend
         self.digest = digest
@@ -94,14 +97,20 @@ class _OffloadPartitioner(CustomPartitionerFn):
         self.frame_root = frame_root
         self.calibration = calibration
         self.keep_simulator = keep_simulator
+        self.prior = prior
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         return self.backend._partition(
-            gm, joint_inputs, self.active, self.frame_root, self.calibration, self.keep_simulator, **kwargs
+            gm, joint_inputs, self.active, self.frame_root, self.calibration, self.keep_simulator, self.prior,
+            **kwargs,
         )
 
     def uuid(self) -> object:
-        return (get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration))
+        prior = None if self.prior is None else self.prior.recompute_trials
+        return (
+            get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration),
+            repr(prior),
+        )
 
     def __reduce__(self):
         # Inductor's FX graph cache pickles its config, this object among it,
@@ -167,7 +176,9 @@ class OffloadBackend:
         replan = Replan(
             device,
             simulate,
-            None if pristine is None else lambda calibration, inputs: compile_graph(graph_copy(pristine), inputs, calibration)[:2],
+            None if pristine is None else lambda calibration, inputs, prior: compile_graph(
+                graph_copy(pristine), inputs, calibration, keep_simulator=True, prior=prior
+            ),
             why_not,
         )
         return CompiledGraph(self, compiled, active, plan_index, replan)
@@ -182,16 +193,20 @@ class OffloadBackend:
         example_inputs: Sequence[object],
         calibration: Optional[Calibration],
         keep_simulator: bool = False,
+        prior: Optional[OffloadPlan] = None,
     ) -> tuple[Callable, Optional[int], Optional[Callable[[Calibration], StepPrediction]]]:
         """Inductor's compile with this pass as its partitioner; returns the
         compiled function, the index of its record (None: no backward
         graph, nothing to offload or report) and, with ``keep_simulator``,
-        the step simulator over its graphs (None without predictions)."""
+        the step simulator over its graphs (None without predictions).
+        ``prior``: a re-plan's, the plan it replaces."""
         from torch._inductor.compile_fx import compile_fx
 
         patches = dict(patches)
         patches.update({
-            "custom_partitioner_fn": _OffloadPartitioner(self, digest, active, frame_root, calibration, keep_simulator),
+            "custom_partitioner_fn": _OffloadPartitioner(
+                self, digest, active, frame_root, calibration, keep_simulator, prior
+            ),
             "joint_custom_pre_pass": TensorMarkPass(),
         })
         planned = len(self.records)
@@ -225,13 +240,15 @@ class OffloadBackend:
         frame_root: Optional[str],
         calibration: Optional[Calibration],
         keep_simulator: bool,
+        prior: Optional[OffloadPlan] = None,
         **kwargs: Any,
     ):
         """The pass, stage by stage. ``frame_root``: the qualified name of the
         module this graph's frame is the forward of, where known
         (``naming.frame_root_name``). ``calibration``: the re-plan's
-        (``compiled_graph.py``), None the first time. ``keep_simulator``:
-        keep the step simulator over the graphs returned, for a calibration."""
+        (``compiled_graph.py``), None the first time; ``prior``: the plan a
+        re-plan replaces. ``keep_simulator``: keep the step simulator over
+        the graphs returned, for a calibration."""
         annotate_requests(joint.graph, active[-1] if active else None)
         graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
@@ -248,7 +265,14 @@ class OffloadBackend:
             and PassName.RECOMPUTE not in self.config.disabled_passes
         )
         if recompute:
-            attempt = _recompute_for_budget(attempt, partition, budget)
+            skip: tuple[Trial, ...] = ()
+            if prior is not None and prior.recompute_trials and calibration is not None:
+                # Every level an earlier plan of this graph predicted, tried or carried over.
+                known = prior.recompute_trials + prior.recompute_skipped
+                chosen = next(t for t in prior.recompute_trials if t.level == prior.recompute_level)
+                levels = levels_out_of_reach(known, chosen, budget, calibration.peak_offset)
+                skip = tuple(t for t in known if t.level in levels)
+            attempt = _recompute_for_budget(attempt, partition, budget, skip)
         if self.config.mode == Mode.AUTO:
             attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)
         check_budget(attempt.plan, budget, recompute)
@@ -368,16 +392,14 @@ def _partition_and_plan(
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference)
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
-    # The schedule works on the memory timeline itself, which a calibration
-    # does not move: the budget is lowered by what the timeline misses.
     schedule = schedule_copies(
-        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config,
-        None if budget is None else budget - offset, max_copies,
+        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies, offset
     )
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
     plan = schedule.plan
     plan.recompute_level = level
+    plan.budget = budget
     plan.calibration = calibration
     if times is not None:
         plan.baseline = reference
@@ -398,34 +420,43 @@ def _simulate(
     )
 
 
-def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int) -> _Attempt:
+def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, skip: tuple[Trial, ...]) -> _Attempt:
     """mode="budget" where offload alone misses, or reaches the budget at a
     cost: partition again under ``RECOMPUTE_LEVELS`` from light to full
-    recompute, plan offload on each new saved set, and keep the one the step
-    simulator predicts fastest within the budget (recompute.choose_trial;
-    offload alone among them). The search stops at the first
-    level that reaches the budget: a deeper level recomputes more, which the
-    simulator predicts slower. The tensors the kept partition recomputes
-    enter its plan as ``recompute``."""
+    recompute (less the levels of ``skip``: a re-plan's, the earlier plans'
+    trials out of reach, ``recompute.levels_out_of_reach``, which the plan
+    keeps as ``recompute_skipped``), plan offload on each new saved set,
+    and keep the one the step simulator predicts fastest within the budget
+    (recompute.choose_trial; offload alone among them). The search stops at
+    the first level that reaches the budget: a deeper level recomputes
+    more, which the simulator predicts slower. The tensors the kept
+    partition recomputes enter its plan as ``recompute``; every trial, the
+    plan's ``recompute_trials``."""
     attempts = [first]
     seen = {frozenset(t.name for t in first.saved)}
+    skipped = {t.level for t in skip}
     for level in RECOMPUTE_LEVELS:
+        if level in skipped:
+            continue
         attempt = partition(level, first.plan.baseline, seen)
         if attempt is None:
             continue
         attempts.append(attempt)
         if attempt.plan.prediction.peak <= budget:
             break
-    trials = [Trial(a.plan.recompute_level, a.plan.prediction.step_ms, a.plan.prediction.peak) for a in attempts]
+    trials = [
+        Trial(a.plan.recompute_level, a.plan.prediction.step_ms, a.plan.prediction.peak, a.plan.prediction.peak_offset)
+        for a in attempts
+    ]
     chosen = trials.index(choose_trial(trials, budget))
     attempt = attempts[chosen]
     plan = attempt.plan
     recomputed = recompute_entries(first.saved, first.plan.entries, {t.name for t in attempt.saved}, trials[chosen])
     plan.entries = plan.entries + recomputed
-    tried = ", ".join(
-        f"{'1.0 (none)' if t.level is None else f'{t.level:g}'}: {t.step_ms:.2f} ms, {format_bytes(t.peak)}"
-        for t in trials
-    )
+    plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
+    tried = ", ".join(t.describe() for t in trials)
+    if skip:
+        tried += f"; not tried again, out of reach before: {', '.join(t.describe() for t in skip)}"
     note = f"offload plus recompute; predicted per activation_memory_budget tried: {tried}"
     plan.selection = f"{plan.selection}; {note}" if plan.selection else note
     log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, note, trials[chosen].level)

@@ -13,12 +13,15 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   1 warms up: autotuning, host pools, the lazy backward compile) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
   against the fastest of them (``calibration.fastest_call``) in the plan
-  (``plan.measured``). Where the step time or the peak is off by more than
-  ``REPLAN_TOLERANCE`` (3 %), the next call with gradients on fits a
-  ``Calibration`` (``planning/calibration.py``) and compiles the graph once
-  more under it, from that call's inputs: a new record whose plan says what
-  it was calibrated by (``plan.calibration``), itself measured on its calls
-  2 to 4 and never planned again.
+  (``plan.measured``). Where ``calibration.replan_reason`` gives a reason
+  (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %;
+  under mode="budget", a measured peak over the budget), the next call with
+  gradients on fits a ``Calibration`` (``planning/calibration.py``) and
+  compiles the graph once more under it, from that call's inputs: a new
+  record whose plan says what it was calibrated by and why
+  (``plan.calibration``, ``plan.replan_reason``), itself measured on its
+  calls 2 to 4 the same way. Each reason at most once: a graph is planned
+  at most twice more.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import torch.fx as fx
 from torch._dynamo.utils import preserve_rng_state
 from torch.utils._python_dispatch import _disable_current_modes
 
+from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration,
+    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration, replan_reason,
 )
 from offload_pass.runtime.measure import CallMeasurement
 from offload_pass.runtime.state import STATE
@@ -85,14 +89,15 @@ def static_shapes(gm: fx.GraphModule) -> bool:
 @dataclasses.dataclass
 class Replan:
     """How to plan and compile the graph once more (the backend's closure:
-    ``compile(calibration, inputs)`` returns the compiled function and the
-    index of its record), and the step simulator over the graphs measured
-    (``simulate(calibration)``). ``compile`` None: measure, never re-plan,
-    ``why_not`` says why."""
+    ``compile(calibration, inputs, plan)``, ``plan`` the one it replaces,
+    returns the compiled function, the index of its record and the step
+    simulator over its graphs), and the step simulator over the graphs
+    measured (``simulate(calibration)``). ``compile`` None: measure, never
+    re-plan, ``why_not`` says why."""
 
     device: torch.device
     simulate: Optional[Callable[[Calibration], Any]]
-    compile: Optional[Callable[[Calibration, list], tuple[Callable, int]]]
+    compile: Optional[Callable[[Calibration, list, Any], tuple[Callable, int, Optional[Callable]]]]
     why_not: str = ""
 
 
@@ -132,6 +137,7 @@ class CompiledGraph:
         self._compiled_under = _under(active)
         self._warned = False
         self._boxed_call = getattr(compiled, "_boxed_call", False)
+        self.replanned: list[ReplanReason] = []  # why it was planned again so far, in order
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_marks()
@@ -211,33 +217,43 @@ class CompiledGraph:
             self._checked(args, fastest_call(results))  # type: ignore[arg-type]
 
     def _checked(self, args: tuple, measured: MeasuredCall) -> None:
-        """Check the prediction against ``measured`` and, where it is off,
-        plan once more (from this call's inputs)."""
+        """Check the prediction against ``measured`` and, where
+        ``calibration.replan_reason`` says so, plan once more (from this
+        call's inputs)."""
         plan = self.backend.plans[self.plan_index]  # type: ignore[index]
         check = check_prediction(plan.prediction, measured)
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
-        if check.within() or replan.compile is None or replan.simulate is None:
-            if not check.within() and replan.why_not:
+        reason = replan_reason(check, plan.budget, self.replanned)
+        if reason is None or replan.compile is None or replan.simulate is None:
+            if reason is not None and replan.why_not:
                 log.info("offload_pass: %s not planned again: %s", plan.graph_id, replan.why_not)
+            elif not check.within() and self.replanned:
+                log.info("offload_pass: %s not planned again: planned again once already", plan.graph_id)
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
-        self.replan = dataclasses.replace(replan, compile=None, simulate=None, why_not="planned again once already")
+        self.replanned.append(reason)
         try:
             # As Dynamo compiles: the random state as it was (kernel timing
             # and autotuning draw numbers), the user's modes (a FlopCounterMode,
             # a device mode) off.
             with preserve_rng_state(), _disable_current_modes():
-                compiled, plan_index = replan.compile(calibration, _inputs(args))
-        except Exception as error:  # the first plan runs on, never wrong
+                compiled, plan_index, simulate = replan.compile(calibration, _inputs(args), plan)
+        except Exception as error:  # the plan runs on, never wrong
             log.warning(
-                "offload_pass: %s could not be planned again (%s: %s); it keeps its first plan",
+                "offload_pass: %s could not be planned again (%s: %s); it keeps its plan",
                 plan.graph_id, type(error).__name__, error,
             )
+            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
-        log.info("offload_pass: %s planned again as graph %d: %s", plan.graph_id, plan_index, calibration.describe())
+        self.backend.plans[plan_index].replan_reason = reason
+        log.info(
+            "offload_pass: %s planned again as graph %d (%s): %s",
+            plan.graph_id, plan_index, reason, calibration.describe(),
+        )
+        self.replan = dataclasses.replace(replan, simulate=simulate)
         self.compiled, self.plan_index = compiled, plan_index
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first

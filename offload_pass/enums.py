@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CopyKind", "Decision", "Mode", "PassName", "SavedKind", "ScheduleKind", "Word"]
+__all__ = ["CopyKind", "Decision", "Mode", "PassName", "ReplanReason", "SavedKind", "ScheduleKind", "Word"]
 
 
 class Word(str, enum.Enum):
@@ -88,3 +88,11 @@ class SavedKind(Word):
     INPUT = "input"  # any other graph input
     OUTPUT = "output"  # computed, and also an output of the forward graph
     SYMINT = "symint"  # a symbolic int, not a tensor
+
+
+class ReplanReason(Word):
+    """Why a graph was planned once more on the device (compiled_graph.py);
+    each at most once per graph."""
+
+    PREDICTION = "prediction"  # the predicted step or peak off by more than REPLAN_TOLERANCE (first re-plan only)
+    BUDGET = "budget"  # mode="budget": the measured peak over the budget the plan predicted it within

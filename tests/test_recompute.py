@@ -18,7 +18,7 @@ import offload_pass
 from offload_pass.enums import Decision, SavedKind
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.plan import PlanEntry
-from offload_pass.planning.recompute import Trial, choose_trial, recompute_entries
+from offload_pass.planning.recompute import Trial, choose_trial, levels_out_of_reach, recompute_entries
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
 
@@ -37,6 +37,25 @@ def test_choose_trial_least_step_within_budget_else_lowest_peak():
     assert choose_trial([none, odd, light], budget=80) is light
     with pytest.raises(ValueError, match="at least one trial"):
         choose_trial([], budget=1)
+
+
+def test_levels_out_of_reach_by_the_new_offset():
+    # An earlier plan (offset 10) tried 1.0, 0.9, 0.6 and kept 0.6, the
+    # lowest; 0.8 was carried from a plan before it (offset 0).
+    none, light, kept, older = Trial(None, 10.0, 130, 10), Trial(0.9, 11.0, 118, 10), Trial(0.6, 12.0, 115, 10), Trial(0.8, 11.5, 104, 0)
+    known = [none, light, kept, older]
+    # The new offset is 20: the timeline peaks move to 140, 128, 125, 124
+    # against a budget of 100 (a level is skipped past 103).
+    assert levels_out_of_reach(known, kept, 100, 20) == {0.9, 0.8}
+    # Offset 0: 0.8 (104) and 0.9 (108) still past 103.
+    assert levels_out_of_reach(known, kept, 100, 0) == {0.9, 0.8}
+    # Offset 5: 0.8 at 109, 0.9 at 113; a budget of 110 keeps 0.8 (within 113.3).
+    assert levels_out_of_reach(known, kept, 110, 5) == set()
+    assert levels_out_of_reach(known, kept, 106, 5) == {0.9}  # 0.8 within 109.2
+    # A lower offset brings both back: 0.9 at 98, 0.8 at 94.
+    assert levels_out_of_reach(known, kept, 100, -10) == set()
+    # The kept level and offload alone are never skipped.
+    assert levels_out_of_reach(known, kept, 10, 20) == {0.9, 0.8}
 
 
 def _saved(name: str, kind: SavedKind) -> SavedTensor:

@@ -286,3 +286,29 @@ def test_auto_is_held_to_max_overhead_by_the_step_simulator():
         assert plan.prediction.step_ms <= plan.baseline.step_ms * (1 + limit) + 1e-9, (limit, str(plan))
         freed.append(plan.predicted_reduction)
     assert freed == sorted(freed), freed
+
+
+def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_search(monkeypatch):
+    # Below the ideal peak of all candidates no set reaches the budget: the
+    # choice is the lowest peak, found in one pass (the greedy searches
+    # would run to the last candidate), and it is the lowest of all subsets
+    # in nearly every draw (398 of 400 when written; at most 2.9 % above).
+    from offload_pass.planning import selection
+
+    def no_search(*args):
+        raise AssertionError("the greedy search ran for a budget out of reach")
+
+    rng = random.Random(1)
+    lowest = 0
+    for _ in range(100):
+        fw, bw, live, cands = _draw(rng)
+        step = _step(fw, bw, live)
+        bound = selection._ideal_peak(step, cands)
+        peaks = [simulate_offload(step, s).peak for s in _subsets(cands)]
+        assert min(peaks) >= bound  # the ideal is a lower bound
+        with monkeypatch.context() as patched:
+            patched.setattr(selection, "_greedy_for_budget", no_search)
+            chosen, got = choose_for_budget(step, cands, bound - 1)
+        assert got == simulate_offload(step, chosen) and got.peak <= 1.03 * min(peaks)
+        lowest += got.peak == min(peaks)
+    assert lowest >= 98

@@ -15,7 +15,11 @@ above what was allocated when the forward started). Gives:
   waits aside), a scale per direction on the copy bandwidth (found by
   bisection so that the simulated stall matches the measured one), and the
   bytes the memory timeline missed at the peak. The backend plans the graph
-  once more under it (``backend.py``), which is the one re-plan.
+  once more under it (``backend.py``);
+- ``replan_reason``: whether a measured plan is planned once more, and why:
+  a prediction off by more than ``REPLAN_TOLERANCE`` (the first re-plan
+  only), or, under mode="budget", a measured peak over the budget the plan
+  predicted it within (once). A graph is planned at most twice more.
 
 Pure functions over plain data: the simulator is handed in as a callable, so
 everything here is testable without a device.
@@ -27,13 +31,14 @@ import dataclasses
 import math
 from typing import Callable, Optional, Sequence
 
+from offload_pass.enums import ReplanReason
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
 
 __all__ = [
     "REPLAN_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
-    "fit_calibration",
+    "fit_calibration", "replan_reason",
 ]
 
 # Issue #19: the step time and the peak predicted within 3 % of the measured.
@@ -155,6 +160,29 @@ def check_prediction(prediction: StepPrediction, measured: MeasuredCall) -> Pred
     return PredictionCheck(prediction, measured)
 
 
+def replan_reason(
+    check: PredictionCheck, budget: Optional[int], done: Sequence[ReplanReason]
+) -> Optional[ReplanReason]:
+    """Why the plan ``check`` measured is planned once more (None: it is
+    kept). ``budget``: mode="budget"'s peak in bytes (None: no budget);
+    ``done``: the reasons this graph was planned again for already.
+
+    A prediction off by more than ``REPLAN_TOLERANCE`` is corrected once,
+    by the first re-plan (the peak with it). A budget is a promise about
+    the measured peak: a plan that predicted its peak within the budget and
+    measured it over is planned once more against what it measured, after
+    a re-plan for its prediction too (HF Llama at budget 0.6 on the H100: the
+    re-planned plan, a recomputing partition, ended 1.1 % over). A plan
+    that predicted its peak over the budget already said it could not
+    reach it; planning it again would not either."""
+    if not done and not check.within():
+        return ReplanReason.PREDICTION  # which corrects the peak too
+    if check.measured.peak is not None and budget is not None and ReplanReason.BUDGET not in done:
+        if check.predicted.peak <= budget < check.measured.peak:
+            return ReplanReason.BUDGET
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     """What the simulator is corrected by. The identity (all defaults)
@@ -221,8 +249,12 @@ def fit_calibration(
     phase scaled to the measured time less its stalls, then each direction's
     bandwidth scaled until the simulated stall is the measured one (the
     forward's first: the backward's reloads queue behind it), and the peak
-    moved by what the timeline missed."""
-    measured, predicted = check.measured, check.predicted
+    moved by what the timeline missed. Every scale is of the simulator's
+    own node times and bandwidths (``simulate(Calibration())``), whatever
+    calibration ``check.predicted`` was made under (a plan planned again
+    is measured and may be fitted too)."""
+    measured = check.measured
+    predicted = simulate(Calibration())
     forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
     backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
     calibration = Calibration(

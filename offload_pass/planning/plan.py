@@ -21,12 +21,13 @@ import math
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from offload_pass.config import OffloadConfig
-from offload_pass.enums import CopyKind, Decision, Mode, SavedKind
+from offload_pass.enums import CopyKind, Decision, Mode, ReplanReason, SavedKind
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import mib
 
 if TYPE_CHECKING:
     from offload_pass.planning.calibration import Calibration, PredictionCheck
+    from offload_pass.planning.recompute import Trial
     from offload_pass.planning.step_model import StepPrediction
 
 __all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
@@ -90,15 +91,22 @@ class OffloadPlan:
     reload_before: dict = dataclasses.field(default_factory=dict)
     # mode="auto" / "budget": what the selection chose, and why.
     selection: Optional[str] = None
+    # mode="budget": the peak to reach, bytes (scheduling.budget_bytes).
+    budget: Optional[int] = None
     # mode="budget" past what offload alone reaches: the activation_memory_budget
-    # PyTorch's partitioner ran under for this plan (planning/recompute.py).
+    # PyTorch's partitioner ran under for this plan (planning/recompute.py),
+    # every partition tried, as predicted (the first is offload alone), and
+    # in a re-plan the earlier plans' trials of the levels it did not try again.
     recompute_level: Optional[float] = None
+    recompute_trials: tuple["Trial", ...] = ()
+    recompute_skipped: tuple["Trial", ...] = ()
     # On CUDA (compiled_graph.py): the step simulator's prediction against
     # the fastest of three measured calls of this graph, and the calibration
     # this plan was planned under (None: planned from the estimates and
     # measured kernels).
     measured: Optional["PredictionCheck"] = None
     calibration: Optional["Calibration"] = None
+    replan_reason: Optional[ReplanReason] = None  # why it was planned again (with ``calibration``)
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
@@ -186,7 +194,7 @@ class OffloadPlan:
         if self.baseline is not None and self.prediction is not None:
             lines.extend(self._prediction_lines(self.baseline, self.prediction))
         if self.calibration is not None:
-            lines.append(f"planned again, {self.calibration.describe()}")
+            lines.append(f"planned again{_replanned_because(self.replan_reason)}, {self.calibration.describe()}")
         if self.measured is not None:
             lines.append(self.measured.describe())
         return lines
@@ -203,6 +211,15 @@ class OffloadPlan:
             f"  with offload: {after.describe()}",
         ]
 
+
+def _replanned_because(reason: Optional[ReplanReason]) -> str:
+    from offload_pass.planning.calibration import REPLAN_TOLERANCE
+
+    if reason == ReplanReason.PREDICTION:
+        return f" (the prediction was off by more than {REPLAN_TOLERANCE:.0%})"
+    if reason == ReplanReason.BUDGET:
+        return " (the measured peak was over the budget)"
+    return ""
 
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
 

@@ -5,7 +5,10 @@ offload on (PyTorch's min-cut partitioner, once as it is and then under its
 own ``activation_memory_budget`` at each of ``RECOMPUTE_LEVELS``), each with
 the step simulator's prediction of its rewritten step; the saved tensors of
 the first partition and the names the chosen one saves. Gives: the trial to
-keep, and the plan entries of the tensors it recomputes instead of saving.
+keep, the plan entries of the tensors it recomputes instead of saving, and,
+for a re-plan under a calibration, the levels an earlier plan's trials show
+out of reach (``levels_out_of_reach``: each level costs a partition, and on
+an 8-layer HF Llama the partitions of an unreachable budget took minutes).
 
 Why this way: the partitioner already knows how to recompute (its knapsack
 over recomputable ops, the activation-checkpointing policies it honours);
@@ -25,12 +28,18 @@ from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
 
-__all__ = ["RECOMPUTE_LEVELS", "Trial", "choose_trial", "recompute_entries"]
+__all__ = ["RECOMPUTE_LEVELS", "REACH_MARGIN", "Trial", "choose_trial", "levels_out_of_reach", "recompute_entries"]
 
 # PyTorch's activation_memory_budget, from light to full recompute. The
 # partitioner's own peaks are not monotone in it (measured on the H100,
 # docs/benchmarks.md), so every level is tried and judged by the prediction.
 RECOMPUTE_LEVELS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
+# How far over the budget (a share of it) an earlier trial's peak, moved by
+# the new calibration's peak offset, must stand for a re-plan to skip its
+# level: offload on a partition is planned under new node times and copy
+# bandwidths, which move the lowest peak it reaches a little (copies queue
+# differently), never by this much on the models measured.
+REACH_MARGIN = 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +48,12 @@ class Trial:
 
     level: Optional[float]  # activation_memory_budget it was partitioned under; None: the default (1.0)
     step_ms: float
-    peak: int
+    peak: int  # predicted: the memory timeline's peak plus the calibration's peak_offset
+    peak_offset: int = 0  # the calibration's offset counted into ``peak``
+
+    def describe(self) -> str:
+        level = "1.0 (none)" if self.level is None else f"{self.level:g}"
+        return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}"
 
 
 def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
@@ -54,6 +68,21 @@ def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
     if reaching:
         return min(reaching, key=lambda t: (t.step_ms, t.peak, order[id(t)]))
     return min(trials, key=lambda t: (t.peak, t.step_ms, order[id(t)]))
+
+
+def levels_out_of_reach(prior: Sequence[Trial], chosen: Trial, budget: int, peak_offset: int) -> frozenset:
+    """The recompute levels a re-plan under a calibration with ``peak_offset``
+    need not partition again: those an earlier plan of the same graph
+    (``prior``, its trials; ``chosen``, the one it kept) planned with offload
+    as far as it went and still found over ``budget`` by more than
+    ``REACH_MARGIN`` once its peak is moved to the new offset. The kept
+    level is never skipped (it is the fallback where nothing reaches), nor
+    any level a lower offset brings back within reach."""
+    limit = budget * (1 + REACH_MARGIN)
+    return frozenset(
+        t.level for t in prior
+        if t.level is not None and t.level != chosen.level and t.peak - t.peak_offset + peak_offset > limit
+    )
 
 
 def recompute_entries(

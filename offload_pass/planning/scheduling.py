@@ -66,21 +66,26 @@ def schedule_copies(
     config: OffloadConfig,
     budget: Optional[int] = None,
     max_copies: Optional[int] = None,
+    peak_offset: int = 0,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
     ``profile`` are None only for a plan without copies (nothing to schedule).
-    ``budget``: mode="budget", the peak to reach in bytes (``budget_bytes``).
+    ``budget``: mode="budget", the peak to reach in bytes (``budget_bytes``);
+    ``peak_offset``: the bytes a calibration found the memory timeline
+    missing at the measured peak. The schedule works on the timeline itself,
+    which a calibration does not move: its budget is lowered by that much.
     ``max_copies``: mode="auto", keep only the first that many copies of the
     selection's greedy order (the backend's check against the step simulator)."""
     if not plan.groups:
         return Schedule(plan)
+    target = None if budget is None else budget - peak_offset
     if config.mode != Mode.MARKED:
         step = StepWithoutOffload(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
-        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies)
+        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, target, max_copies, peak_offset)
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -94,8 +99,8 @@ def schedule_copies(
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
     reload_ceiling = ceiling + config.reload_headroom
-    if budget is not None:
-        reload_ceiling = min(reload_ceiling, max(ceiling, budget))
+    if target is not None:
+        reload_ceiling = min(reload_ceiling, max(ceiling, target))
     split = timeline.phases.count("forward")
     release_after = release_schedule(
         fw_gm, chosen, live[:split], ceiling, profile, times.ordered(fw_gm, "forward")
@@ -117,9 +122,11 @@ def _select(
     config: OffloadConfig,
     budget: Optional[int],
     max_copies: Optional[int] = None,
+    peak_offset: int = 0,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
-    not choose, and say in the plan what was chosen."""
+    not choose, and say in the plan what was chosen. ``budget``: on the
+    memory timeline, ``peak_offset`` (what it missed) aside."""
     pool = candidates(lifetimes)
     if config.mode == Mode.AUTO:
         chosen, _ = choose_auto(step, pool, config.max_overhead)
@@ -130,7 +137,13 @@ def _select(
         if budget is None:
             raise ValueError("schedule_copies: mode='budget' needs the budget in bytes (budget_bytes)")
         chosen, _ = choose_for_budget(step, pool, budget)
-        note = f"mode=budget ({format_bytes(budget)})"
+        note = f"mode=budget ({format_bytes(budget + peak_offset)})"
+        if peak_offset:
+            missed = (
+                f"which missed {format_bytes(peak_offset)}" if peak_offset > 0
+                else f"which counted {format_bytes(-peak_offset)} more than"
+            )
+            note = f"{note[:-1]}; {format_bytes(budget)} on the memory timeline, {missed} at the measured peak)"
         reason = "not chosen by mode=budget: not needed to reach the budget"
     keys = {c.key for c in chosen}
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
