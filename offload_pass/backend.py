@@ -106,7 +106,9 @@ class _OffloadPartitioner(CustomPartitionerFn):
         )
 
     def uuid(self) -> object:
-        prior = None if self.prior is None else self.prior.recompute_trials
+        prior = None if self.prior is None else (
+            self.prior.recompute_level, self.prior.recompute_trials, self.prior.recompute_skipped
+        )
         return (
             get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration),
             repr(prior),
@@ -456,7 +458,10 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
     tried = ", ".join(t.describe() for t in trials)
     if skip:
-        tried += f"; not tried again, out of reach before: {', '.join(t.describe() for t in skip)}"
+        tried += (
+            "; not tried again, out of reach before (as predicted then, their calibration's offsets in): "
+            + ", ".join(t.describe() for t in skip)
+        )
     note = f"offload plus recompute; predicted per activation_memory_budget tried: {tried}"
     plan.selection = f"{plan.selection}; {note}" if plan.selection else note
     log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, note, trials[chosen].level)

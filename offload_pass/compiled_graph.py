@@ -227,10 +227,14 @@ class CompiledGraph:
         replan = self.replan
         reason = replan_reason(check, plan.budget, self.replanned)
         if reason is None or replan.compile is None or replan.simulate is None:
-            if reason is not None and replan.why_not:
-                log.info("offload_pass: %s not planned again: %s", plan.graph_id, replan.why_not)
+            if reason is not None:
+                why = replan.why_not or "no step simulator was kept for its graphs"
+                log.info("offload_pass: %s not planned again (%s): %s", plan.graph_id, reason, why)
             elif not check.within() and self.replanned:
-                log.info("offload_pass: %s not planned again: planned again once already", plan.graph_id)
+                log.info(
+                    "offload_pass: %s not planned again: planned again %d times already (%s)",
+                    plan.graph_id, len(self.replanned), ", ".join(self.replanned),
+                )
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
@@ -241,6 +245,8 @@ class CompiledGraph:
             # a device mode) off.
             with preserve_rng_state(), _disable_current_modes():
                 compiled, plan_index, simulate = replan.compile(calibration, _inputs(args), plan)
+            if plan_index is None:
+                raise RuntimeError("the compile planned no forward/backward pair")
         except Exception as error:  # the plan runs on, never wrong
             log.warning(
                 "offload_pass: %s could not be planned again (%s: %s); it keeps its plan",

@@ -61,7 +61,7 @@ class PassName(Word):
     HOST_POOL = "host_pool"  # one host buffer per call; off, each copy allocated alone
     INVARIANTS = "invariants"  # the check of the rewritten graphs
     RECOMPUTE = "recompute"  # mode="budget": recompute where offload alone cannot reach the budget
-    CALIBRATE = "calibrate"  # on CUDA: measure three calls from call 2, plan once more where the prediction was off
+    CALIBRATE = "calibrate"  # on CUDA: measure three calls from call 2, plan again where the prediction was off or a budget missed
 
 
 class Decision(Word):
