@@ -268,12 +268,11 @@ class OffloadBackend:
         )
         if recompute:
             skip: tuple[Trial, ...] = ()
-            if prior is not None and prior.recompute_trials and calibration is not None:
-                # Every level an earlier plan of this graph predicted, tried or carried over.
-                known = prior.recompute_trials + prior.recompute_skipped
-                chosen = next(t for t in prior.recompute_trials if t.level == prior.recompute_level)
-                levels = levels_out_of_reach(known, chosen, budget, calibration.peak_offset)
-                skip = tuple(t for t in known if t.level in levels)
+            if prior is not None and calibration is not None:
+                skip = levels_out_of_reach(
+                    prior.recompute_trials + prior.recompute_skipped, prior.recompute_level, budget,
+                    calibration.peak_offset,
+                )
             attempt = _recompute_for_budget(attempt, partition, budget, skip)
         if self.config.mode == Mode.AUTO:
             attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)

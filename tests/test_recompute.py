@@ -44,18 +44,22 @@ def test_levels_out_of_reach_by_the_new_offset():
     # lowest; 0.8 was carried from a plan before it (offset 0).
     none, light, kept, older = Trial(None, 10.0, 130, 10), Trial(0.9, 11.0, 118, 10), Trial(0.6, 12.0, 115, 10), Trial(0.8, 11.5, 104, 0)
     known = [none, light, kept, older]
+
+    def skipped(budget, offset):
+        return {t.level for t in levels_out_of_reach(known, 0.6, budget, offset)}
+
     # The new offset is 20: the timeline peaks move to 140, 128, 125, 124
     # against a budget of 100 (a level is skipped past 103).
-    assert levels_out_of_reach(known, kept, 100, 20) == {0.9, 0.8}
+    assert levels_out_of_reach(known, 0.6, 100, 20) == (light, older)
     # Offset 0: 0.8 (104) and 0.9 (108) still past 103.
-    assert levels_out_of_reach(known, kept, 100, 0) == {0.9, 0.8}
+    assert skipped(100, 0) == {0.9, 0.8}
     # Offset 5: 0.8 at 109, 0.9 at 113; a budget of 110 keeps 0.8 (within 113.3).
-    assert levels_out_of_reach(known, kept, 110, 5) == set()
-    assert levels_out_of_reach(known, kept, 106, 5) == {0.9}  # 0.8 within 109.2
+    assert skipped(110, 5) == set()
+    assert skipped(106, 5) == {0.9}  # 0.8 within 109.2
     # A lower offset brings both back: 0.9 at 98, 0.8 at 94.
-    assert levels_out_of_reach(known, kept, 100, -10) == set()
+    assert skipped(100, -10) == set()
     # The kept level and offload alone are never skipped.
-    assert levels_out_of_reach(known, kept, 10, 20) == {0.9, 0.8}
+    assert skipped(10, 20) == {0.9, 0.8}
 
 
 def _saved(name: str, kind: SavedKind) -> SavedTensor:

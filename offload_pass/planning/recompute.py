@@ -70,18 +70,21 @@ def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
     return min(trials, key=lambda t: (t.peak, t.step_ms, order[id(t)]))
 
 
-def levels_out_of_reach(prior: Sequence[Trial], chosen: Trial, budget: int, peak_offset: int) -> frozenset:
-    """The recompute levels a re-plan under a calibration with ``peak_offset``
-    need not partition again: those an earlier plan of the same graph
-    (``prior``, its trials; ``chosen``, the one it kept) planned with offload
+def levels_out_of_reach(
+    prior: Sequence[Trial], kept_level: Optional[float], budget: int, peak_offset: int
+) -> tuple[Trial, ...]:
+    """The trials whose recompute levels a re-plan under a calibration with
+    ``peak_offset`` need not partition again: those the earlier plans of the
+    same graph (``prior``: every trial they predicted, tried or carried
+    over; ``kept_level``, the level the last one kept) planned with offload
     as far as it went and still found over ``budget`` by more than
     ``REACH_MARGIN`` once its peak is moved to the new offset. The kept
     level is never skipped (it is the fallback where nothing reaches), nor
-    any level a lower offset brings back within reach."""
+    offload alone, nor any level a lower offset brings back within reach."""
     limit = budget * (1 + REACH_MARGIN)
-    return frozenset(
-        t.level for t in prior
-        if t.level is not None and t.level != chosen.level and t.peak - t.peak_offset + peak_offset > limit
+    return tuple(
+        t for t in prior
+        if t.level is not None and t.level != kept_level and t.peak - t.peak_offset + peak_offset > limit
     )
 
 
