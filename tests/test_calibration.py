@@ -94,17 +94,20 @@ def test_the_fastest_call_is_checked_with_the_highest_peak():
         fastest_call([])
 
 
-def test_fit_reproduces_the_measured_call():
-    # The device: forward compute 11 ms, copies at 0.8 of the profiled
-    # bandwidth (15 ms: a 4 ms stall), backward compute 18 ms, reloads of
-    # 30 ms (a 12 ms stall), 300 bytes more than the timeline at the peak.
-    # 1.5 ms between the forward's end and the backward's start.
-    truth = Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True, 1.5)
-    device = _copy_bound(truth)
-    measured = MeasuredCall(
-        2, device.forward_ms + device.forward_wait_ms, device.backward_ms + device.backward_wait_ms,
+def _measured_device(call: int) -> MeasuredCall:
+    """The device: forward compute 11 ms, copies at 0.8 of the profiled
+    bandwidth (15 ms: a 4 ms stall), backward compute 18 ms, reloads of
+    30 ms (a 12 ms stall), 300 bytes more than the timeline at the peak,
+    1.5 ms between the forward's end and the backward's start."""
+    device = _copy_bound(Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True, 1.5))
+    return MeasuredCall(
+        call, device.forward_ms + device.forward_wait_ms, device.backward_ms + device.backward_wait_ms,
         device.forward_wait_ms, device.backward_wait_ms, device.peak, between_ms=1.5,
     )
+
+
+def test_fit_reproduces_the_measured_call():
+    measured = _measured_device(2)
     check = check_prediction(_copy_bound(Calibration()), measured)
     fitted = fit_calibration(check, _copy_bound, "graph 0, call 2")
     assert fitted.forward_scale == pytest.approx(1.1) and fitted.backward_scale == pytest.approx(0.9)
@@ -123,12 +126,7 @@ def test_a_plan_planned_again_is_fitted_from_the_simulators_own_times():
     # was made under a calibration already, and the fit must give scales of
     # the simulator's own times, not of that calibrated prediction (else the
     # first scale would be applied twice).
-    truth = Calibration(1.1, 0.9, 0.8, 0.8, 300, "device", True, 1.5)
-    device = _copy_bound(truth)
-    measured = MeasuredCall(
-        5, device.forward_ms + device.forward_wait_ms, device.backward_ms + device.backward_wait_ms,
-        device.forward_wait_ms, device.backward_wait_ms, device.peak, between_ms=1.5,
-    )
+    measured = _measured_device(5)
     earlier = Calibration(1.3, 0.7, 0.5, 2.0, 100, "graph 0, call 2", True, 1.0)
     fitted = fit_calibration(check_prediction(_copy_bound(earlier), measured), _copy_bound, "graph 1, call 2")
     assert fitted.forward_scale == pytest.approx(1.1) and fitted.backward_scale == pytest.approx(0.9)
