@@ -85,7 +85,7 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
-        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, target, max_copies, peak_offset)
+        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies, peak_offset)
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -125,8 +125,8 @@ def _select(
     peak_offset: int = 0,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
-    not choose, and say in the plan what was chosen. ``budget``: on the
-    memory timeline, ``peak_offset`` (what it missed) aside."""
+    not choose, and say in the plan what was chosen. ``budget`` is met on
+    the memory timeline, less ``peak_offset`` (what the timeline missed)."""
     pool = candidates(lifetimes)
     if config.mode == Mode.AUTO:
         chosen, _ = choose_auto(step, pool, config.max_overhead)
@@ -136,14 +136,15 @@ def _select(
     else:
         if budget is None:
             raise ValueError("schedule_copies: mode='budget' needs the budget in bytes (budget_bytes)")
-        chosen, _ = choose_for_budget(step, pool, budget)
-        note = f"mode=budget ({format_bytes(budget + peak_offset)})"
+        chosen, _ = choose_for_budget(step, pool, budget - peak_offset)
+        on_timeline = ""
         if peak_offset:
             missed = (
                 f"which missed {format_bytes(peak_offset)}" if peak_offset > 0
                 else f"which counted {format_bytes(-peak_offset)} more than"
             )
-            note = f"{note[:-1]}; {format_bytes(budget)} on the memory timeline, {missed} at the measured peak)"
+            on_timeline = f"; {format_bytes(budget - peak_offset)} on the memory timeline, {missed} at the measured peak"
+        note = f"mode=budget ({format_bytes(budget)}{on_timeline})"
         reason = "not chosen by mode=budget: not needed to reach the budget"
     keys = {c.key for c in chosen}
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
