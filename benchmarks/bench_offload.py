@@ -414,6 +414,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
                 "graph": p.graph_id, "calibrated": p.calibration is not None, "call": p.measured.measured.call,
                 "replan_reason": p.replan_reason and str(p.replan_reason),
                 "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
+                "stall_error": p.measured.stall_error,
                 "budget_mib": None if p.budget is None else p.budget / 2**20,
                 "predicted_peak_mib": p.prediction.peak / 2**20,
                 "measured_peak_mib": None if p.measured.measured.peak is None else p.measured.measured.peak / 2**20,

@@ -14,7 +14,8 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   ``runtime/measure.py`` and puts the ``PredictionCheck``
   against the fastest of them (``calibration.fastest_call``) in the plan
   (``plan.measured``). Where ``calibration.replan_reason`` gives a reason
-  (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %;
+  (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %,
+  or the stalls on copies by more than ``STALL_TOLERANCE``, 1 % of the step;
   under mode="budget", a measured peak over the budget), the next call with
   gradients on fits a ``Calibration`` (``planning/calibration.py``) and
   compiles the graph once more under it, from that call's inputs: a new

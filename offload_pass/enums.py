@@ -94,5 +94,5 @@ class ReplanReason(Word):
     """Why a graph was planned once more on the device (compiled_graph.py);
     each at most once per graph."""
 
-    PREDICTION = "prediction"  # the predicted step or peak off by more than REPLAN_TOLERANCE (first re-plan only)
+    PREDICTION = "prediction"  # the predicted step or peak off by more than REPLAN_TOLERANCE, or the stalls by STALL_TOLERANCE (first re-plan only)
     BUDGET = "budget"  # mode="budget": the measured peak over the budget the plan predicted it within

@@ -21,7 +21,8 @@ from offload_pass import compiled_graph
 from offload_pass.examples.models import make_decoder
 from offload_pass.enums import ReplanReason
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration, replan_reason,
+    REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration,
+    replan_reason,
 )
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
 from offload_pass.planning.step_model import StepPrediction
@@ -174,6 +175,31 @@ def test_a_stall_within_the_noise_leaves_the_bandwidth_alone():
     assert fitted.describe().endswith("host->device; peak and time between forward and backward not measured")
 
 
+def test_stalls_hidden_by_long_compute_are_planned_again():
+    # HF Llama, mode="auto" 2 % on the H100 (seventh session): the step
+    # predicted 1.1 % long, within 3 %, but the compute predicted 1.6 ms
+    # long and the stalls 2.0 ms short (0.41 ms against 2.39): the plan
+    # cost +7.7 %. Stalls off by more than 1 % of the step are a prediction
+    # to correct, the step's total within 3 % or not.
+    predicted = _prediction(forward=10.4, backward=22.2, forward_wait=0.3, backward_wait=0.11)
+    measured = MeasuredCall(3, 10.82, 22.58, 1.98, 0.41, int(1000 * 1.004))
+    check = check_prediction(predicted, measured)
+    assert abs(check.step_error) < REPLAN_TOLERANCE and abs(check.peak_error) < REPLAN_TOLERANCE
+    assert check.stall_error == pytest.approx((0.41 - 2.39) / 33.40)
+    assert not check.within()
+    assert replan_reason(check, None, []) is ReplanReason.PREDICTION
+    assert "stalls 0.30 + 0.11 ms, -5.9% of the step" in check.describe()
+    # Stalls within 1 % of the step (0.3 ms of 33.4): kept.
+    close = dataclasses.replace(measured, forward_wait_ms=0.55, backward_wait_ms=0.15)
+    assert check_prediction(predicted, close).within()
+    # The fit on it makes the simulator reproduce those stalls: the
+    # selection under it sees what the copies cost.
+    fitted = fit_calibration(check_prediction(_copy_bound(Calibration()), measured), _copy_bound, "x")
+    again = _copy_bound(fitted)
+    assert again.forward_wait_ms + again.backward_wait_ms == pytest.approx(2.39, abs=STALL_TOLERANCE * 33.40)
+    assert check_prediction(again, measured).within()
+
+
 class _Measured:
     """Stands in for runtime.measure.CallMeasurement: each measured call
     reports ``figures(prediction)``."""
@@ -274,7 +300,10 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
     assert first.groups and len(second.groups) < len(first.groups), (str(first), str(second))
     assert second.measured is not None and second.measured.measured.of_calls == (2, 3, 4)
     assert second.replan_reason == "prediction"
-    assert f"planned again (the prediction was off by more than 3%), {calibration.describe()}" in str(second)
+    assert (
+        "planned again (the prediction was off by more than 3%, or its stalls on copies by more than 1% of the step), "
+        f"{calibration.describe()}"
+    ) in str(second)
     _assert_plain_inductors(grads, steps=10)
 
 

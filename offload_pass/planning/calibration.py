@@ -9,7 +9,10 @@ above what was allocated when the forward started). Gives:
   several (warm-up only ever slows a call down);
 - ``check_prediction``: a ``PredictionCheck``, the errors of the step and
   peak the simulator predicted, and whether they are within
-  ``REPLAN_TOLERANCE`` (issue #19's 3 %);
+  ``REPLAN_TOLERANCE`` (issue #19's 3 %), and of the time the compute
+  stream stalled on copies, within ``STALL_TOLERANCE`` of the step (what a
+  plan costs over no offload is its stalls: mode="auto" keeps them within
+  ``max_overhead``);
 - ``fit_calibration``: a ``Calibration`` that makes the simulator reproduce
   the measurement: a scale per phase on the node times (compute measured,
   waits aside), a scale per direction on the copy bandwidth (found by
@@ -17,7 +20,7 @@ above what was allocated when the forward started). Gives:
   bytes the memory timeline missed at the peak. The backend plans the graph
   once more under it (``backend.py``);
 - ``replan_reason``: whether a measured plan is planned once more, and why:
-  a prediction off by more than ``REPLAN_TOLERANCE`` (the first re-plan
+  a prediction off by more than its tolerance (the first re-plan
   only), or, under mode="budget", a measured peak over the budget the plan
   predicted it within (once). A graph is planned at most twice more.
 
@@ -37,15 +40,19 @@ from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
 
 __all__ = [
-    "REPLAN_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
+    "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
     "fit_calibration", "replan_reason",
 ]
 
 # Issue #19: the step time and the peak predicted within 3 % of the measured.
 REPLAN_TOLERANCE = 0.03
-# A stall shorter than this share of the step is within the timer's noise:
-# the bandwidth is not fitted to it.
-_WAIT_NOISE = 0.01
+# The stalls on copies (what a plan adds to the step) predicted within this
+# share of the step: issue #19's noise on max_overhead (+1 %). A step
+# predicted within 3 % can still hide a stall four times the budget behind
+# compute predicted long (HF Llama, mode="auto" 2 % on the H100: step
+# -1.1 %, stalls 0.41 ms predicted, 2.39 measured, +7.7 % measured). Below
+# it a stall is within the timer's noise: the bandwidth is not fitted to it.
+STALL_TOLERANCE = 0.01
 # The bandwidth scales the bisection may reach (a copy 8x slower or faster
 # than profiled is a wrong profile, not a calibration).
 _SCALE_RANGE = (1 / 8, 8.0)
@@ -132,14 +139,24 @@ class PredictionCheck:
         )
 
     @property
+    def stall_error(self) -> float:
+        """(predicted - measured) stalls on copies, both phases, as a share of
+        the measured work (``step_error``'s denominator)."""
+        work = self.measured.step_ms - self.measured.between_ms
+        predicted = self.predicted.forward_wait_ms + self.predicted.backward_wait_ms
+        measured = self.measured.forward_wait_ms + self.measured.backward_wait_ms
+        return (predicted - measured) / work if work else 0.0
+
+    @property
     def peak_error(self) -> Optional[float]:
         if self.measured.peak is None:
             return None
         return _error(self.predicted.peak, self.measured.peak)
 
-    def within(self, tolerance: float = REPLAN_TOLERANCE) -> bool:
+    def within(self) -> bool:
+        """Step and peak within ``REPLAN_TOLERANCE``, stalls within ``STALL_TOLERANCE``."""
         errors = [self.step_error] + ([] if self.peak_error is None else [self.peak_error])
-        return all(abs(e) <= tolerance for e in errors)
+        return all(abs(e) <= REPLAN_TOLERANCE for e in errors) and abs(self.stall_error) <= STALL_TOLERANCE
 
     def describe(self) -> str:
         m, p = self.measured, self.predicted
@@ -152,7 +169,8 @@ class PredictionCheck:
         return (
             f"measured on {m.describe_call()}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
             f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms{host}), "
-            f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}); {peak}"
+            f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}; stalls "
+            f"{p.forward_wait_ms:.2f} + {p.backward_wait_ms:.2f} ms, {self.stall_error:+.1%} of the step); {peak}"
         )
 
 
@@ -167,8 +185,8 @@ def replan_reason(
     kept). ``budget``: mode="budget"'s peak in bytes (None: no budget);
     ``done``: the reasons this graph was planned again for already.
 
-    A prediction off by more than ``REPLAN_TOLERANCE`` is corrected once,
-    by the first re-plan (the peak with it). A budget is a promise about
+    A prediction off by more than its tolerance (``PredictionCheck.within``)
+    is corrected once, by the first re-plan (the peak with it). A budget is a promise about
     the measured peak: a plan that predicted its peak within the budget and
     measured it over is planned once more against what it measured, after
     a re-plan for its prediction too (HF Llama at budget 0.8 on the H200:
@@ -265,7 +283,7 @@ def fit_calibration(
         peak_measured=measured.peak is not None,
         between_ms=measured.between_ms,
     )
-    noise = _WAIT_NOISE * measured.step_ms
+    noise = STALL_TOLERANCE * measured.step_ms
 
     def forward_wait(scale: float) -> float:
         return simulate(dataclasses.replace(calibration, d2h_scale=scale)).forward_wait_ms

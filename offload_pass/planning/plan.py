@@ -213,10 +213,13 @@ class OffloadPlan:
 
 
 def _replanned_because(reason: Optional[ReplanReason]) -> str:
-    from offload_pass.planning.calibration import REPLAN_TOLERANCE
+    from offload_pass.planning.calibration import REPLAN_TOLERANCE, STALL_TOLERANCE
 
     if reason == ReplanReason.PREDICTION:
-        return f" (the prediction was off by more than {REPLAN_TOLERANCE:.0%})"
+        return (
+            f" (the prediction was off by more than {REPLAN_TOLERANCE:.0%}, or its stalls on copies by more "
+            f"than {STALL_TOLERANCE:.0%} of the step)"
+        )
     if reason == ReplanReason.BUDGET:
         return " (the measured peak was over the budget)"
     return ""
