@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from offload_pass.marking.roles import FusedRoles
     from offload_pass.planning.cost_model import DeviceProfile
+    from offload_pass.planning.kernel_timing import KernelTime
 
 __all__ = ["REGISTRY", "Registry"]
 
@@ -56,9 +57,9 @@ class Registry:
     # Caches and warnings given (dropped by reset).
     # "device name | torch version | profile version" -> measured speeds.
     device_profiles: dict[str, DeviceProfile] = dataclasses.field(default_factory=dict)
-    # Extern kernel signature -> measured ms (None: could not be run alone),
-    # planning/kernel_timing.py.
-    kernel_times: dict[str, Optional[float]] = dataclasses.field(default_factory=dict)
+    # Extern kernel signature -> its measured device and host times (None:
+    # could not be run alone), planning/kernel_timing.py.
+    kernel_times: dict[str, Optional[KernelTime]] = dataclasses.field(default_factory=dict)
     # "Marked for offload but nothing offloaded" warnings already given.
     warned_marks: set[str] = dataclasses.field(default_factory=set)
 

@@ -200,6 +200,52 @@ def test_stalls_hidden_by_long_compute_are_planned_again():
     assert check_prediction(again, measured).within()
 
 
+def _host_bound(calibration: Calibration) -> StepPrediction:
+    """A toy simulator with a host clock: the forward's 10 ms of compute
+    are issued by 8 ms of host time, its first 6 ms of compute (the host
+    issues them in 7 ms) idling the device 1 ms, whatever the scale of the
+    rest; a backward of 20 ms the host keeps up with (5 ms)."""
+    compute = 10.0 * calibration.forward_scale
+    host = 8.0 * calibration.host_forward_scale
+    idle = max(0.0, 7.0 * calibration.host_forward_scale - 6.0 * calibration.forward_scale)
+    backward = 20.0 * calibration.backward_scale
+    p = _prediction(compute, backward, 0.0, 0.0, 1000, 0, calibration.between_ms)
+    return dataclasses.replace(
+        p, step_ms=p.step_ms + idle, forward_idle_ms=idle, host_forward_ms=host,
+        host_backward_ms=5.0 * calibration.host_backward_scale,
+    )
+
+
+def test_fit_scales_the_host_and_the_compute_behind_it():
+    # Measured: the host took 9.6 ms to issue the forward (x1.2), 5.5 the
+    # backward (x1.1), the forward 11 ms: with the host's 8.4 ms of the first
+    # stretch the device idled 8.4 - 6 s ms, so 10 s + 8.4 - 6 s = 11 gives
+    # s = 0.65 (not 1.1: the compute is shorter than it looks).
+    measured = MeasuredCall(2, 11.0, 20.0, 0.0, 0.0, 1000, host_forward_ms=9.6, host_backward_ms=5.5)
+    check = check_prediction(_host_bound(Calibration()), measured)
+    assert "the host issued the forward in 9.60 ms, the backward in 5.50" in check.describe()
+    assert "idle for the host 1.00 + 0.00 ms" in check.describe()
+    fitted = fit_calibration(check, _host_bound, "x")
+    assert fitted.host_forward_scale == pytest.approx(1.2) and fitted.host_backward_scale == pytest.approx(1.1)
+    assert fitted.forward_scale == pytest.approx(0.65, rel=1e-6) and fitted.backward_scale == pytest.approx(1.0)
+    again = _host_bound(fitted)
+    assert again.forward_ms + again.forward_idle_ms == pytest.approx(11.0, rel=1e-6)
+    assert abs(check_prediction(again, measured).step_error) < 1e-6
+    assert "host time x1.200 forward, x1.100 backward" in fitted.describe()
+    # A forward shorter than the host clock's idling allows at any scale
+    # (8 ms, where the first stretch's 8.4 ms of host time alone exceed it):
+    # the compute as measured, 8 / 10.
+    short = fit_calibration(
+        check_prediction(_host_bound(Calibration()), dataclasses.replace(measured, forward_ms=8.0)), _host_bound, "x"
+    )
+    assert short.forward_scale == pytest.approx(0.8)
+    # No host measured: the host's scale stays 1 and the compute's is the ratio.
+    plain = fit_calibration(
+        check_prediction(_copy_bound(Calibration()), MeasuredCall(2, 12.1, 24.1, 0.1, 0.1, None)), _copy_bound, "x"
+    )
+    assert (plain.host_forward_scale, plain.host_backward_scale) == (1.0, 1.0)
+
+
 class _Measured:
     """Stands in for runtime.measure.CallMeasurement: each measured call
     reports ``figures(prediction)``."""

@@ -11,7 +11,7 @@ import torch
 import offload_pass
 from offload_pass import backend as backend_module
 from offload_pass.examples.models import make_decoder
-from offload_pass.planning.step_model import node_times, predict_step
+from offload_pass.planning.step_model import RUNTIME_OP_LAUNCHES, node_times, predict_step
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,52 @@ def test_slow_copies_make_both_passes_wait_and_fast_ones_do_not(compiled):
     assert fast.forward_wait_ms == pytest.approx(0, abs=1e-6) and fast.backward_wait_ms == pytest.approx(0, abs=1e-6)
     assert fast.step_ms == pytest.approx(fast.forward_ms + fast.backward_ms)
 
+
+
+def _runtime_ops(gm) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in gm.graph.nodes:
+        if getattr(n.target, "namespace", None) == "offload_pass":
+            counts[n.target._opname] = counts.get(n.target._opname, 0) + 1
+    return counts
+
+
+def test_the_host_clock_idles_the_device_where_the_host_is_behind(compiled):
+    plan, calls = compiled
+    (fw0, bw0, before, _, profile), (fw1, bw1, after, _, _) = calls
+    fast = dataclasses.replace(profile, d2h_gbps=1e9, h2d_gbps=1e9)
+    # No host clock (the CPU profile's 0): the step is the device's alone.
+    times = node_times(fw0, bw0, profile)
+    assert times.launch_ms == 0 and not times.host_forward and not times.host_backward
+    plain = predict_step(fw0, bw0, before, times, fast)
+    assert plain.forward_idle_ms == plain.backward_idle_ms == 0 and plain.host_forward_ms == 0
+    # A host far slower than the device (one launch 1000x the step's
+    # longest node): the device idles for it before every kernel, and
+    # the step is the host's time to issue the kernels, plus the last
+    # forward kernel's time (the backward's host starts where the compute
+    # stream does) and the last backward kernel's.
+    launch_ms = 1000 * max(max(times.forward.values()), max(times.backward.values()))
+    slow_host = dataclasses.replace(fast, host_launch_us=launch_ms * 1e3)
+    hosted = node_times(fw0, bw0, slow_host)
+    kernels = [ms for ms in (*times.forward.values(), *times.backward.values()) if ms > 0]
+    assert hosted.launch_ms == pytest.approx(launch_ms)
+    assert sorted(hosted.host_forward) == sorted(k for k, ms in times.forward.items() if ms > 0)
+    bound = predict_step(fw0, bw0, before, hosted, slow_host)
+    assert bound.host_forward_ms + bound.host_backward_ms == pytest.approx(len(kernels) * launch_ms)
+    last_forward = [ms for ms in hosted.ordered(fw0, "forward") if ms > 0][-1]
+    last_backward = [ms for ms in hosted.ordered(bw0, "backward") if ms > 0][-1]
+    assert bound.step_ms == pytest.approx(len(kernels) * launch_ms + last_forward + last_backward, rel=1e-12)
+    assert bound.forward_idle_ms > 0 and bound.backward_idle_ms > 0
+    assert "for the host" in bound.describe()
+    # Each runtime op the rewrite added costs its launches on the host: with
+    # copies that never keep the device waiting, the rewritten step is
+    # longer by exactly their host time.
+    rewritten = predict_step(fw1, bw1, after, hosted, slow_host)
+    ops = {**_runtime_ops(fw1), **_runtime_ops(bw1)}
+    assert set(ops) == {"offload", "release", "reload", "wait_reload"}
+    added = sum(RUNTIME_OP_LAUNCHES[op] * n for op, n in ops.items()) * launch_ms
+    assert rewritten.forward_wait_ms == pytest.approx(0, abs=1e-6)
+    assert rewritten.step_ms - bound.step_ms == pytest.approx(added, rel=1e-9)
 
 
 _NODE_TIMES = backend_module.node_times

@@ -77,6 +77,7 @@ class MeasuredCall:
     # synchronized): near forward_ms, the forward runs as fast as the host
     # launches it, and what it takes past its kernels is the host's.
     host_forward_ms: Optional[float] = None
+    host_backward_ms: Optional[float] = None  # ... from the backward's start to its end, on the host
     # The calls this one was chosen from (``fastest_call``); empty: itself alone.
     of_calls: tuple[int, ...] = ()
 
@@ -165,12 +166,17 @@ class PredictionCheck:
             else f"peak {format_bytes(m.peak)}, predicted {format_bytes(p.peak)} ({self.peak_error:+.1%})"
         )
         between = f", between {m.between_ms:.2f}" if m.between_ms else ""
+        idle = ""
+        if round(p.forward_idle_ms + p.backward_idle_ms, 2):
+            idle = f"; idle for the host {p.forward_idle_ms:.2f} + {p.backward_idle_ms:.2f} ms"
         host = "" if m.host_forward_ms is None else f"; the host issued the forward in {m.host_forward_ms:.2f} ms"
+        if m.host_forward_ms is not None and m.host_backward_ms is not None:
+            host += f", the backward in {m.host_backward_ms:.2f}"
         return (
             f"measured on {m.describe_call()}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
             f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms{host}), "
             f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}; stalls "
-            f"{p.forward_wait_ms:.2f} + {p.backward_wait_ms:.2f} ms, {self.stall_error:+.1%} of the step); {peak}"
+            f"{p.forward_wait_ms:.2f} + {p.backward_wait_ms:.2f} ms, {self.stall_error:+.1%} of the step{idle}); {peak}"
         )
 
 
@@ -214,12 +220,19 @@ class Calibration:
     source: str = ""  # where it was measured
     peak_measured: bool = False  # False: peak_offset is 0 for want of a measured peak
     between_ms: float = 0.0  # the host's time between forward and backward (MeasuredCall.between_ms)
+    host_forward_scale: float = 1.0  # the host's time per node of the forward x this
+    host_backward_scale: float = 1.0
 
     def times(self, times: NodeTimes) -> NodeTimes:
+        # The runtime ops' host time is in launches of the forward's unit:
+        # one scale for both phases' launch (the backward's nodes scale alone).
         return NodeTimes(
             {k: v * self.forward_scale for k, v in times.forward.items()},
             {k: v * self.backward_scale for k, v in times.backward.items()},
             f"{times.source}, calibrated",
+            {k: v * self.host_forward_scale for k, v in times.host_forward.items()},
+            {k: v * self.host_backward_scale for k, v in times.host_backward.items()},
+            times.launch_ms * self.host_forward_scale,
         )
 
     def profile(self, profile: DeviceProfile) -> DeviceProfile:
@@ -236,10 +249,13 @@ class Calibration:
             f"{self.between_ms:.2f} ms between forward and backward; peak {sign}{format_bytes(abs(self.peak_offset))}"
             if self.peak_measured else "peak and time between forward and backward not measured"
         )
+        host = ""
+        if (self.host_forward_scale, self.host_backward_scale) != (1.0, 1.0):
+            host = f"; host time x{self.host_forward_scale:.3f} forward, x{self.host_backward_scale:.3f} backward"
         return (
             f"calibrated on {self.source}: node times x{self.forward_scale:.3f} forward, "
             f"x{self.backward_scale:.3f} backward; copy bandwidth x{self.d2h_scale:.3f} device->host, "
-            f"x{self.h2d_scale:.3f} host->device; {alone}"
+            f"x{self.h2d_scale:.3f} host->device{host}; {alone}"
         )
 
 
@@ -259,30 +275,83 @@ def _fit_scale(wait_at: Callable[[float], float], target: float, noise: float) -
     return math.sqrt(low * high)
 
 
+def _fit_compute(busy_at: Callable[[float], float], compute: float, target: float) -> float:
+    """The node-time scale at which ``busy_at(scale)`` (the simulated phase,
+    its compute and its idling for the host, stalls aside: non-decreasing in
+    the scale) meets ``target``. Without idling it is ``target / compute``;
+    with it, the largest scale whose phase is not longer than ``target``,
+    within the scales a calibration may reach. Where even the least scale
+    idles past ``target`` (the host clock puts its time where the device
+    did not wait for it), ``target / compute``: the compute as measured,
+    the host clock's error left to show in the next check."""
+    if compute <= 0:
+        return 1.0
+    ratio = target / compute
+    if abs(busy_at(ratio) - target) <= 1e-9 * max(target, 1.0):
+        return ratio
+    low, high = _SCALE_RANGE
+    if busy_at(high) <= target:
+        return high
+    if busy_at(low) > target:
+        return ratio
+    for _ in range(40):  # log-space bisection
+        mid = math.sqrt(low * high)
+        if busy_at(mid) <= target:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def _host_scale(measured: Optional[float], simulated: float) -> float:
+    return measured / simulated if measured and simulated > 0 else 1.0
+
+
 def fit_calibration(
     check: PredictionCheck, simulate: Callable[[Calibration], StepPrediction], source: str
 ) -> Calibration:
     """The calibration under which ``simulate`` (the step simulator over the
-    graphs that were measured) reproduces ``check.measured``: compute per
-    phase scaled to the measured time less its stalls, then each direction's
-    bandwidth scaled until the simulated stall is the measured one (the
-    forward's first: the backward's reloads queue behind it), and the peak
-    moved by what the timeline missed. Every scale is of the simulator's
-    own node times and bandwidths (``simulate(Calibration())``), whatever
-    calibration ``check.predicted`` was made under (a plan planned again
-    is measured and may be fitted too)."""
+    graphs that were measured) reproduces ``check.measured``: the host's
+    time per phase scaled to the host's measured time, compute per phase
+    scaled until the simulated phase (compute, and the idling for the host
+    that follows from it) is the measured time less its stalls, then each
+    direction's bandwidth scaled until the simulated stall is the measured
+    one (the forward's first: the backward's reloads queue behind it), and
+    the peak moved by what the timeline missed. Every scale is of the
+    simulator's own node times and bandwidths (``simulate(Calibration())``),
+    whatever calibration ``check.predicted`` was made under (a plan planned
+    again is measured and may be fitted too)."""
     measured = check.measured
     predicted = simulate(Calibration())
-    forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
-    backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
     calibration = Calibration(
-        forward_scale=forward / predicted.forward_ms if predicted.forward_ms else 1.0,
-        backward_scale=backward / predicted.backward_ms if predicted.backward_ms else 1.0,
         peak_offset=0 if measured.peak is None else measured.peak - predicted.timeline_peak,
         source=source,
         peak_measured=measured.peak is not None,
         between_ms=measured.between_ms,
+        host_forward_scale=_host_scale(measured.host_forward_ms, predicted.host_forward_ms),
+        host_backward_scale=_host_scale(measured.host_backward_ms, predicted.host_backward_ms),
     )
+    forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
+    backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
+
+    def fit_compute(calibration: Calibration) -> Calibration:
+        def forward_at(scale: float) -> float:
+            p = simulate(dataclasses.replace(calibration, forward_scale=scale))
+            return p.forward_ms + p.forward_idle_ms
+
+        calibration = dataclasses.replace(
+            calibration, forward_scale=_fit_compute(forward_at, predicted.forward_ms, forward)
+        )
+
+        def backward_at(scale: float) -> float:
+            p = simulate(dataclasses.replace(calibration, backward_scale=scale))
+            return p.backward_ms + p.backward_idle_ms
+
+        return dataclasses.replace(
+            calibration, backward_scale=_fit_compute(backward_at, predicted.backward_ms, backward)
+        )
+
+    calibration = fit_compute(calibration)
     noise = STALL_TOLERANCE * measured.step_ms
 
     def forward_wait(scale: float) -> float:
@@ -293,4 +362,9 @@ def fit_calibration(
     def backward_wait(scale: float) -> float:
         return simulate(dataclasses.replace(calibration, h2d_scale=scale)).backward_wait_ms
 
-    return dataclasses.replace(calibration, h2d_scale=_fit_scale(backward_wait, measured.backward_wait_ms, noise))
+    calibration = dataclasses.replace(calibration, h2d_scale=_fit_scale(backward_wait, measured.backward_wait_ms, noise))
+    # Where the device idles for the host, a stall moves the idling after
+    # it: compute once more under the fitted bandwidths.
+    if predicted.forward_idle_ms or predicted.backward_idle_ms:
+        calibration = fit_compute(calibration)
+    return calibration

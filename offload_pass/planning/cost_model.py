@@ -3,7 +3,8 @@
 Takes: a device (for its measured speeds) and graph modules. Gives:
 
 - ``device_profile(device, bandwidth_gbps=None, measure=True)``: copy bandwidth per
-  direction, matmul throughput and memory bandwidth of the device. Measured
+  direction, matmul throughput and memory bandwidth of the device, and the
+  host's time to launch a small kernel. Measured
   once per device and torch version, cached in ``$OFFLOAD_PASS_CACHE_DIR``
   (default ``~/.cache/offload_pass``); ``OffloadConfig.bandwidth_gbps``
   overrides the copy bandwidth. CPU graphs get fixed figures (their copies are
@@ -23,6 +24,7 @@ import dataclasses
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -48,14 +50,19 @@ class DeviceProfile:
     memory_gbps: float  # device memory bandwidth (read + write), GB/s
     launch_us: float  # per-kernel floor
     source: str  # "measured", "cache <path>", "cpu defaults", "+ bandwidth_gbps from config"
+    # The host's time to issue one small kernel (dispatch and launch), the
+    # unit of the step simulator's host clock (step_model.py). 0: no host
+    # clock (CPU graphs run where they are issued).
+    host_launch_us: float = 0.0
 
     def bytes_per_ms(self, direction: str) -> float:
         return (self.d2h_gbps if direction == "d2h" else self.h2d_gbps) * 1e6
 
 
 # Bumped when the measurement changes, so older cache entries are not used.
-_PROFILE_VERSION = 2
+_PROFILE_VERSION = 3
 _CPU_PROFILE = DeviceProfile(10.0, 10.0, {"float32": 0.2, "bfloat16": 0.2, "float16": 0.2}, 20.0, 5.0, "cpu defaults")
+_HOST_LAUNCHES = 200
 
 
 def _cache_path() -> Path:
@@ -104,7 +111,18 @@ def _measure_cuda_real(device: torch.device) -> DeviceProfile:
             a = torch.randn(n, n, device=device, dtype=dtype)
             tflops[str(dtype).replace("torch.", "")] = 2 * n**3 / timed(lambda: a @ a, 5) / 1e12
         del dev, host, other
-    return DeviceProfile(d2h, h2d, tflops, memory, 5.0, "measured")
+        # The host's side of a launch: a kernel too small to keep the device
+        # busy, issued back to back (the median of three rounds).
+        small = torch.zeros(1024, device=device)
+        rounds = []
+        for _ in range(3):
+            torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            for _ in range(_HOST_LAUNCHES):
+                small.add_(1.0)
+            rounds.append((time.perf_counter() - start) * 1e6 / _HOST_LAUNCHES)
+        torch.cuda.synchronize(device)
+    return DeviceProfile(d2h, h2d, tflops, memory, 5.0, "measured", sorted(rounds)[1])
 
 
 def device_profile(

@@ -1,10 +1,13 @@
 """Measured times of the kernels Inductor calls rather than generates.
 
-Takes: a graph's nodes (a CUDA graph before the rewrite). Gives: milliseconds
-per node name for the nodes whose op is an extern kernel (matmuls, attention,
-grouped GEMMs, convolutions), each signature (op, sizes, strides, dtypes)
-run on the device once, on random inputs of its shape, timed with CUDA
-events and kept in ``REGISTRY.kernel_times``. The other nodes (pointwise
+Takes: a graph's nodes (a CUDA graph before the rewrite). Gives: a
+``KernelTime`` per node name for the nodes whose op is an extern kernel
+(matmuls, attention, grouped GEMMs, convolutions), each signature (op,
+sizes, strides, dtypes) run on the device once, on random inputs of its
+shape: its time on the device (CUDA events) and the host's time to issue it
+(the wall clock around the same calls; an attention kernel's host path is
+ten Triton launches' worth, and where the device outruns the host that is
+the step's time), kept in ``REGISTRY.kernel_times``. The other nodes (pointwise
 and reductions, which Inductor fuses into kernels of its own) keep the cost
 model's estimate.
 
@@ -18,7 +21,9 @@ estimated, times).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from typing import Optional
 
 import torch
@@ -26,7 +31,7 @@ import torch.fx as fx
 
 from offload_pass.registry import REGISTRY
 
-__all__ = ["MEASURED_OPS", "measured_kernel_ms"]
+__all__ = ["MEASURED_OPS", "KernelTime", "measured_kernel_ms"]
 
 log = logging.getLogger("offload_pass")
 
@@ -49,10 +54,16 @@ MEASURED_OPS = frozenset(
 _WARMUP, _REPS = 2, 5
 
 
-def measured_kernel_ms(gm: fx.GraphModule) -> dict[str, float]:
-    """Measured ms of every extern-kernel node of ``gm`` on its CUDA device
-    (a node that cannot be run alone, e.g. with symbolic sizes, is left out
-    and keeps its estimate)."""
+@dataclasses.dataclass(frozen=True)
+class KernelTime:
+    device_ms: float  # the kernel on the device
+    host_ms: float  # the host's call that issues it (dispatch, allocation, launch)
+
+
+def measured_kernel_ms(gm: fx.GraphModule) -> dict[str, KernelTime]:
+    """The measured times of every extern-kernel node of ``gm`` on its CUDA
+    device (a node that cannot be run alone, e.g. with symbolic sizes, is
+    left out and keeps its estimate)."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     # Outside the fake / proxy modes of the compile that asks (else it would
@@ -61,7 +72,7 @@ def measured_kernel_ms(gm: fx.GraphModule) -> dict[str, float]:
         return _measure_graph(gm)
 
 
-def _measure_graph(gm: fx.GraphModule) -> dict[str, float]:
+def _measure_graph(gm: fx.GraphModule) -> dict[str, KernelTime]:
     out = {}
     for node in gm.graph.nodes:
         if node.op != "call_function" or getattr(node.target, "overloadpacket", None) not in MEASURED_OPS:
@@ -120,19 +131,22 @@ def _grouped_rows(node: fx.Node) -> int:
     return int(first.shape[-2]) if first.dim() == 2 else int(first.shape[0])
 
 
-def _measure(node: fx.Node) -> Optional[float]:
+def _measure(node: fx.Node) -> Optional[KernelTime]:
     try:
         args = _materialize(node.args, node)
         kwargs = {k: _materialize(v, node) for k, v in node.kwargs.items()}
         for _ in range(_WARMUP):
             node.target(*args, **kwargs)
+        torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        host_start = time.perf_counter()
         for _ in range(_REPS):
             node.target(*args, **kwargs)
+        host_ms = (time.perf_counter() - host_start) * 1e3 / _REPS
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / _REPS
+        return KernelTime(start.elapsed_time(end) / _REPS, host_ms)
     except Exception as error:  # an op that cannot run alone keeps its estimate
         log.debug("offload_pass: could not time %s (%s): %s", node.name, node.target, error)
         return None

@@ -16,10 +16,22 @@ compute stream's work so far (every copy-out has a release in the forward,
 ``wait_reload`` makes the compute stream wait for it. The step is the compute stream's end;
 the peak is the timeline's (the same graphs, so the same points).
 
+A host clock runs beside the streams: the host issues the nodes in graph
+order, each after its own host time (``NodeTimes.host_forward`` /
+``host_backward``: a kernel's launch, an extern kernel's measured call, a
+runtime op's Python and copies), and no stream runs a node before the host
+has issued it. Where the device outruns the host (HF Llama at batch 1: the
+forward's kernels take 10 ms, its host 4-9 ms, unevenly), the compute
+stream idles, and a copy's host time (``offload``: four launches' worth) is
+step time there although the device has nothing to wait for. The forward
+starts with both clocks at 0 (a step starts on an idle device); the
+backward's host starts where the compute stream starts it (autograd runs it
+after the forward's host work and the loss).
+
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
 the extern kernels' measured on CUDA (``kernel_timing``, unless
 ``OffloadConfig.measure_kernels=False``); nodes the rewrite adds cost no
-compute time. The selection (``selection``)
+compute time, and the host ``RUNTIME_OP_LAUNCHES`` launches each. The selection (``selection``)
 searches with a coarser model of the same streams over the graphs before the
 rewrite; its numbers choose, this one reports.
 """
@@ -34,19 +46,32 @@ import torch.fx as fx
 
 from offload_pass.planning.cost_model import DeviceProfile, estimate_node_ms
 from offload_pass.planning.kernel_timing import measured_kernel_ms
+
+_ops = torch.ops.offload_pass
 from offload_pass.planning.timeline import Timeline, storage_bytes
 from offload_pass.views import storage_root
 
-__all__ = ["NodeTimes", "StepPrediction", "node_times", "predict_step"]
+__all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "node_times", "predict_step"]
+
+# The host's time of each runtime op, in small-kernel launches
+# (``DeviceProfile.host_launch_us``): ``benchmarks/op_host_cost.py`` on one
+# machine (sixth session of 2026-11-25: 34.5, 7.3, 24.8 and 4.6 us against
+# 8.7 for ``aten.add``); a calibration scales them with the rest of the host.
+RUNTIME_OP_LAUNCHES = {"offload": 4.0, "release": 0.85, "reload": 2.85, "wait_reload": 0.55}
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeTimes:
-    """Milliseconds per node name, forward and backward, and where they came from."""
+    """Milliseconds per node name, forward and backward, on the device and
+    on the host, and where they came from. ``launch_ms``: the host's time
+    of one small-kernel launch, the unit of ``RUNTIME_OP_LAUNCHES``."""
 
     forward: dict[str, float]
     backward: dict[str, float]
     source: str
+    host_forward: dict[str, float] = dataclasses.field(default_factory=dict)
+    host_backward: dict[str, float] = dataclasses.field(default_factory=dict)
+    launch_ms: float = 0.0
 
     def ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
         """Per node of ``gm`` in graph order (output aside): the points of
@@ -55,29 +80,49 @@ class NodeTimes:
         times = self.forward if phase == "forward" else self.backward
         return [times.get(n.name, 0.0) for n in gm.graph.nodes if n.op != "output"]
 
+    def host_ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
+        """The host's time per node of ``gm``, as ``ordered``: the runtime ops
+        the rewrite added cost ``RUNTIME_OP_LAUNCHES`` launches each."""
+        times = self.host_forward if phase == "forward" else self.host_backward
+        out = []
+        for n in gm.graph.nodes:
+            if n.op == "output":
+                continue
+            op = getattr(n.target, "overloadpacket", None)
+            runtime = op.__name__ if op is not None and n.target.namespace == "offload_pass" else None
+            out.append(RUNTIME_OP_LAUNCHES.get(runtime, 0.0) * self.launch_ms if runtime else times.get(n.name, 0.0))
+        return out
+
 
 def node_times(
     fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, profile: DeviceProfile, measure_kernels: bool = False
 ) -> NodeTimes:
     """Every node of both graphs (before the rewrite): the cost model's
     estimate, or with ``measure_kernels`` (a CUDA graph) the measured time of
-    each extern kernel (``kernel_timing``) and the estimate of the rest."""
+    each extern kernel (``kernel_timing``) and the estimate of the rest. On
+    the host each node that launches a kernel (a time above 0) costs one
+    launch (``DeviceProfile.host_launch_us``), a measured extern kernel its
+    measured host time."""
     measured = 0
+    launch_ms = profile.host_launch_us / 1e3
 
-    def by_name(gm: fx.GraphModule) -> dict[str, float]:
+    def by_name(gm: fx.GraphModule) -> tuple[dict[str, float], dict[str, float]]:
         nonlocal measured
         times = {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
+        host = {name: launch_ms for name, ms in times.items() if ms > 0 and launch_ms}
         if measure_kernels:
             kernels = measured_kernel_ms(gm)
-            times.update(kernels)
+            times.update({name: k.device_ms for name, k in kernels.items()})
+            if launch_ms:
+                host.update({name: k.host_ms for name, k in kernels.items()})
             measured += len(kernels)
-        return times
+        return times, host
 
-    forward, backward = by_name(fw_gm), by_name(bw_gm)
+    (forward, host_forward), (backward, host_backward) = by_name(fw_gm), by_name(bw_gm)
     source = f"estimated ({profile.source})"
     if measure_kernels:
         source = f"{measured} extern kernels measured, the rest {source}"
-    return NodeTimes(forward, backward, source)
+    return NodeTimes(forward, backward, source, host_forward, host_backward, launch_ms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +136,10 @@ class StepPrediction:
     times: str  # NodeTimes.source
     peak_offset: int = 0  # bytes a calibration adds to the timeline's peak (planning/calibration.py)
     between_ms: float = 0.0  # a calibration's measured time between forward and backward
+    forward_idle_ms: float = 0.0  # compute stream idle, the host not having issued its next node
+    backward_idle_ms: float = 0.0
+    host_forward_ms: float = 0.0  # the host clock over the forward's nodes
+    host_backward_ms: float = 0.0
 
     @property
     def timeline_peak(self) -> int:
@@ -101,6 +150,8 @@ class StepPrediction:
         waits = ""
         if round(self.forward_wait_ms + self.backward_wait_ms, 2):
             waits = f", waiting for copies {self.forward_wait_ms:.2f} + {self.backward_wait_ms:.2f} ms"
+        if round(self.forward_idle_ms + self.backward_idle_ms, 2):
+            waits += f", for the host {self.forward_idle_ms:.2f} + {self.backward_idle_ms:.2f} ms"
         return (
             f"step {self.step_ms:.2f} ms (compute forward {self.forward_ms:.2f}, "
             f"backward {self.backward_ms:.2f} ms{waits}; node times {self.times})"
@@ -109,13 +160,14 @@ class StepPrediction:
 
 @dataclasses.dataclass
 class _Streams:
-    """The three streams' clocks (ms) and the copies in flight."""
+    """The three streams' clocks and the host's (ms), and the copies in flight."""
 
     d2h_bytes_per_ms: float
     h2d_bytes_per_ms: float
     compute: float = 0.0
     d2h: float = 0.0
     h2d: float = 0.0
+    host: float = 0.0  # when the host has issued the nodes so far
     landed: dict[str, float] = dataclasses.field(default_factory=dict)  # host copy -> copy-out landed
     reloaded: dict[str, float] = dataclasses.field(default_factory=dict)  # reload node -> landed
 
@@ -124,31 +176,51 @@ class _Streams:
         self.compute += waited
         return waited
 
+    def issued(self) -> float:
+        """The compute stream idles until the host has issued its next node."""
+        return self.wait(self.host)
+
 
 def _copy_bytes(node: fx.Node) -> int:
     return storage_bytes(node.meta.get("val"))
 
 
-def _run(gm: fx.GraphModule, times: list[float], streams: _Streams) -> tuple[float, float]:
-    """Advance ``streams`` over ``gm``; returns (compute ms, wait ms)."""
-    ops = torch.ops.offload_pass
-    compute = waited = 0.0
+@dataclasses.dataclass
+class _Phase:
+    compute: float = 0.0  # ms of the nodes' own time
+    waited: float = 0.0  # the compute stream waiting for copies
+    idle: float = 0.0  # ... for the host
+    host: float = 0.0  # the host's time over the nodes
+
+
+def _run(gm: fx.GraphModule, times: list[float], host_times: list[float], streams: _Streams) -> _Phase:
+    """Advance ``streams`` over ``gm``."""
+    phase = _Phase()
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
-    for node, ms in zip(nodes, times):
-        if node.target is ops.offload.default:
-            streams.d2h = max(streams.compute, streams.d2h) + _copy_bytes(node) / streams.d2h_bytes_per_ms
+    for node, ms, host_ms in zip(nodes, times, host_times):
+        streams.host += host_ms
+        phase.host += host_ms
+        # Where the compute stream stands once the host has issued the node
+        # (an event recorded there completes then; a copy queued behind it
+        # starts then at the earliest).
+        reached = max(streams.compute, streams.host)
+        if node.target is _ops.offload.default:
+            streams.d2h = max(reached, streams.d2h) + _copy_bytes(node) / streams.d2h_bytes_per_ms
             streams.landed[node.name] = streams.d2h
-        elif node.target is ops.release.default:
-            waited += streams.wait(streams.landed.get(node.args[1].name))
-        elif node.target is ops.reload.default:
-            streams.h2d = max(streams.compute, streams.h2d) + _copy_bytes(node) / streams.h2d_bytes_per_ms
+        elif node.target is _ops.release.default:
+            phase.idle += streams.issued()
+            phase.waited += streams.wait(streams.landed.get(node.args[1].name))
+        elif node.target is _ops.reload.default:
+            streams.h2d = max(reached, streams.h2d) + _copy_bytes(node) / streams.h2d_bytes_per_ms
             streams.reloaded[node.name] = streams.h2d
-        elif node.target is ops.wait_reload.default:
-            waited += streams.wait(streams.reloaded.get(storage_root(node.args[0])[0].name))
-        else:
+        elif node.target is _ops.wait_reload.default:
+            phase.idle += streams.issued()
+            phase.waited += streams.wait(streams.reloaded.get(storage_root(node.args[0])[0].name))
+        elif ms > 0:
+            phase.idle += streams.issued()
             streams.compute += ms
-            compute += ms
-    return compute, waited
+            phase.compute += ms
+    return phase
 
 
 def predict_step(
@@ -166,10 +238,12 @@ def predict_step(
     ``between_ms``: the time it measured between the forward's end and the
     backward's start (the copies run on through it)."""
     streams = _Streams(profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
-    forward_ms, forward_wait = _run(fw_gm, times.ordered(fw_gm, "forward"), streams)
+    forward = _run(fw_gm, times.ordered(fw_gm, "forward"), times.host_ordered(fw_gm, "forward"), streams)
     streams.compute += between_ms
-    backward_ms, backward_wait = _run(bw_gm, times.ordered(bw_gm, "backward"), streams)
+    streams.host = max(streams.host, streams.compute)
+    backward = _run(bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams)
     return StepPrediction(
-        streams.compute, timeline.peak + peak_offset, forward_ms, backward_ms, forward_wait, backward_wait,
-        times.source, peak_offset, between_ms,
+        streams.compute, timeline.peak + peak_offset, forward.compute, backward.compute, forward.waited,
+        backward.waited, times.source, peak_offset, between_ms, forward.idle, backward.idle, forward.host,
+        backward.host,
     )

@@ -5,7 +5,8 @@ Takes: the start and end of a compiled forward's call (the backend's call
 wrapper reports them) and its outputs, whose autograd node runs the compiled
 backward. Gives: ``CallMeasurement``, CUDA events on the compute stream
 around the forward and around that backward node (autograd hooks, nothing
-in the graphs changes), the host's wall time to issue the forward, around
+in the graphs changes), the host's wall time to issue the forward and the
+backward, around
 each stall of the compute stream on a copy (the ops record them while
 ``STATE.wait_timing`` is set), and the peak memory
 from the forward's start to the backward's end. ``result()`` gives the
@@ -61,6 +62,7 @@ class CallMeasurement:
         self.backward_ran = False
         self.host_start = 0.0
         self.host_forward_ms: Optional[float] = None
+        self.host_backward_ms: Optional[float] = None
 
     def _record(self, name: str) -> None:
         self.events[name].record(torch.cuda.current_stream(self.device))
@@ -87,8 +89,10 @@ class CallMeasurement:
     def _backward_started(self, _grad_outputs: Any) -> None:
         self._record("backward")
         STATE.wait_timing = self.waits["backward"]
+        self.host_start = time.perf_counter()
 
     def _backward_ended(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
+        self.host_backward_ms = (time.perf_counter() - self.host_start) * 1e3
         STATE.wait_timing = None
         self._record("backward_end")
         if not self.peak_note:
@@ -115,4 +119,5 @@ class CallMeasurement:
             peak_note=self.peak_note,
             between_ms=0.0 if self.peak_note else e["forward_end"].elapsed_time(e["backward"]),
             host_forward_ms=self.host_forward_ms,
+            host_backward_ms=self.host_backward_ms,
         )
