@@ -216,29 +216,31 @@ def _host_bound(calibration: Calibration) -> StepPrediction:
     )
 
 
-def test_fit_scales_the_host_and_the_compute_behind_it():
-    # Measured: the host took 9.6 ms to issue the forward (x1.2), 5.5 the
-    # backward (x1.1), the forward 11 ms: with the host's 8.4 ms of the first
-    # stretch the device idled 8.4 - 6 s ms, so 10 s + 8.4 - 6 s = 11 gives
-    # s = 0.65 (not 1.1: the compute is shorter than it looks).
+def test_fit_scales_the_host_as_far_as_the_device_idled_for_it():
+    # Measured: the host took 9.6 ms to issue the forward (x1.2 its
+    # simulated 8 ms), 5.5 the backward (x1.1); the forward 11 ms. The
+    # compute is scaled to the measured 11 ms (x1.1); the host clock at
+    # x1.2 would idle the device 8.4 - 6.6 = 1.8 ms more than the forward
+    # took, so it is slowed only until its idling fits the step's noise
+    # (1 % of 31 ms): 7 h - 6.6 = 0.31, h = 0.987. The backward, which
+    # never idles, takes the measured x1.1.
     measured = MeasuredCall(2, 11.0, 20.0, 0.0, 0.0, 1000, host_forward_ms=9.6, host_backward_ms=5.5)
     check = check_prediction(_host_bound(Calibration()), measured)
     assert "the host issued the forward in 9.60 ms, the backward in 5.50" in check.describe()
     assert "idle for the host 1.00 + 0.00 ms" in check.describe()
     fitted = fit_calibration(check, _host_bound, "x")
-    assert fitted.host_forward_scale == pytest.approx(1.2) and fitted.host_backward_scale == pytest.approx(1.1)
-    assert fitted.forward_scale == pytest.approx(0.65, rel=1e-6) and fitted.backward_scale == pytest.approx(1.0)
+    assert fitted.forward_scale == pytest.approx(1.1) and fitted.backward_scale == pytest.approx(1.0)
+    assert fitted.host_forward_scale == pytest.approx((6.6 + STALL_TOLERANCE * 31.0) / 7.0, rel=1e-6)
+    assert fitted.host_backward_scale == pytest.approx(1.1)
     again = _host_bound(fitted)
-    assert again.forward_ms + again.forward_idle_ms == pytest.approx(11.0, rel=1e-6)
-    assert abs(check_prediction(again, measured).step_error) < 1e-6
-    assert "host time x1.200 forward, x1.100 backward" in fitted.describe()
-    # A forward shorter than the host clock's idling allows at any scale
-    # (8 ms, where the first stretch's 8.4 ms of host time alone exceed it):
-    # the compute as measured, 8 / 10.
-    short = fit_calibration(
-        check_prediction(_host_bound(Calibration()), dataclasses.replace(measured, forward_ms=8.0)), _host_bound, "x"
+    assert again.forward_ms + again.forward_idle_ms == pytest.approx(11.0 + STALL_TOLERANCE * 31.0, rel=1e-6)
+    assert check_prediction(again, measured).within()
+    assert "host time x0.987 forward, x1.100 backward" in fitted.describe()
+    # A host measured fast enough never to idle the device: its own scale.
+    quick = fit_calibration(
+        check_prediction(_host_bound(Calibration()), dataclasses.replace(measured, host_forward_ms=6.4)), _host_bound, "x"
     )
-    assert short.forward_scale == pytest.approx(0.8)
+    assert quick.host_forward_scale == pytest.approx(0.8)
     # No host measured: the host's scale stays 1 and the compute's is the ratio.
     plain = fit_calibration(
         check_prediction(_copy_bound(Calibration()), MeasuredCall(2, 12.1, 24.1, 0.1, 0.1, None)), _copy_bound, "x"
