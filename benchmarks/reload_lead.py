@@ -36,7 +36,9 @@ def graph_lead(graph_text: str) -> dict[str, tuple[int, int]]:
         if not m:
             continue
         name, source = m.groups()
-        end = next(j for j in range(i, len(lines)) if lines[j].startswith(f"offload_pass.wait_reload({name})"))
+        end = next((j for j in range(i, len(lines)) if lines[j].startswith(f"offload_pass.wait_reload({name})")), None)
+        if end is None:
+            raise SystemExit(f"reload_lead: no wait_reload({name}) in the rendered backward graph")
         between = [x for x in lines[i + 1:end] if " = aten." in x and not _VIEWS.search(x)]
         heavy = [x for x in between if re.search(r"= aten\.(mm|bmm|addmm|_grouped_mm)\(|attention", x)]
         out[source] = (len(between), len(heavy))
@@ -99,8 +101,12 @@ def main() -> None:
     print("| host copy | graph: compute nodes (matmul/attention) before the wait | code: kernels before the wait |")
     print("|---|---|---|")
     for source, (nodes, heavy) in graph_lead(record.graphs.backward).items():
-        flag = " **no lead**" if nodes and not in_code.get(source) else ""
-        print(f"| {source} | {nodes} ({heavy}) | {in_code.get(source)}{flag} |")
+        kernels = in_code.get(source)
+        if kernels is None:
+            print(f"| {source} | {nodes} ({heavy}) | not found in the generated code |")
+            continue
+        flag = " **no lead**" if nodes and not kernels else ""
+        print(f"| {source} | {nodes} ({heavy}) | {kernels}{flag} |")
 
 
 if __name__ == "__main__":

@@ -211,8 +211,8 @@ def _host_bound(calibration: Calibration) -> StepPrediction:
     backward = 20.0 * calibration.backward_scale
     p = _prediction(compute, backward, 0.0, 0.0, 1000, 0, calibration.between_ms)
     return dataclasses.replace(
-        p, step_ms=p.step_ms + idle, forward_idle_ms=idle, host_forward_ms=host,
-        host_backward_ms=5.0 * calibration.host_backward_scale,
+        p, step_ms=p.step_ms + idle, forward_idle_ms=idle, forward_issue_ms=host,
+        backward_issue_ms=5.0 * calibration.host_backward_scale,
     )
 
 
@@ -241,11 +241,18 @@ def test_fit_scales_the_host_as_far_as_the_device_idled_for_it():
         check_prediction(_host_bound(Calibration()), dataclasses.replace(measured, host_forward_ms=6.4)), _host_bound, "x"
     )
     assert quick.host_forward_scale == pytest.approx(0.8)
-    # No host measured: the host's scale stays 1 and the compute's is the ratio.
-    plain = fit_calibration(
-        check_prediction(_copy_bound(Calibration()), MeasuredCall(2, 12.1, 24.1, 0.1, 0.1, None)), _copy_bound, "x"
+    # No host measured: the host clock keeps its own times (x1) as far as
+    # the device did not idle for them: bounded as above where it would
+    # (7 - 6.6 = 0.4 ms of idling, over the noise), x1 where it would not
+    # (a forward of 12 ms: compute x1.2 covers the host's 7 ms).
+    unmeasured = dataclasses.replace(measured, host_forward_ms=None, host_backward_ms=None)
+    bounded = fit_calibration(check_prediction(_host_bound(Calibration()), unmeasured), _host_bound, "x")
+    assert bounded.host_forward_scale == pytest.approx(fitted.host_forward_scale, rel=1e-6)
+    assert bounded.host_backward_scale == 1.0
+    covered = fit_calibration(
+        check_prediction(_host_bound(Calibration()), dataclasses.replace(unmeasured, forward_ms=12.0)), _host_bound, "x"
     )
-    assert (plain.host_forward_scale, plain.host_backward_scale) == (1.0, 1.0)
+    assert (covered.host_forward_scale, covered.host_backward_scale) == (1.0, 1.0)
 
 
 class _Measured:

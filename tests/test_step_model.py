@@ -84,9 +84,10 @@ def test_the_host_clock_idles_the_device_where_the_host_is_behind(compiled):
     fast = dataclasses.replace(profile, d2h_gbps=1e9, h2d_gbps=1e9)
     # No host clock (the CPU profile's 0): the step is the device's alone.
     times = node_times(fw0, bw0, profile)
-    assert times.launch_ms == 0 and not times.host_forward and not times.host_backward
+    assert times.launch_forward_ms == times.launch_backward_ms == 0
+    assert not times.host_forward and not times.host_backward
     plain = predict_step(fw0, bw0, before, times, fast)
-    assert plain.forward_idle_ms == plain.backward_idle_ms == 0 and plain.host_forward_ms == 0
+    assert plain.forward_idle_ms == plain.backward_idle_ms == 0 and plain.forward_issue_ms == 0
     # A host far slower than the device (one launch 1000x the step's
     # longest node): the device idles for it before every kernel, and
     # the step is the host's time to issue the kernels, plus the last
@@ -96,10 +97,10 @@ def test_the_host_clock_idles_the_device_where_the_host_is_behind(compiled):
     slow_host = dataclasses.replace(fast, host_launch_us=launch_ms * 1e3)
     hosted = node_times(fw0, bw0, slow_host)
     kernels = [ms for ms in (*times.forward.values(), *times.backward.values()) if ms > 0]
-    assert hosted.launch_ms == pytest.approx(launch_ms)
+    assert hosted.launch_forward_ms == hosted.launch_backward_ms == pytest.approx(launch_ms)
     assert sorted(hosted.host_forward) == sorted(k for k, ms in times.forward.items() if ms > 0)
     bound = predict_step(fw0, bw0, before, hosted, slow_host)
-    assert bound.host_forward_ms + bound.host_backward_ms == pytest.approx(len(kernels) * launch_ms)
+    assert bound.forward_issue_ms + bound.backward_issue_ms == pytest.approx(len(kernels) * launch_ms)
     last_forward = [ms for ms in hosted.ordered(fw0, "forward") if ms > 0][-1]
     last_backward = [ms for ms in hosted.ordered(bw0, "backward") if ms > 0][-1]
     assert bound.step_ms == pytest.approx(len(kernels) * launch_ms + last_forward + last_backward, rel=1e-12)

@@ -33,6 +33,7 @@ everything here is testable without a device.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Callable, Optional, Sequence
 
@@ -45,6 +46,8 @@ __all__ = [
     "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
     "fit_calibration", "replan_reason",
 ]
+
+log = logging.getLogger("offload_pass")
 
 # Issue #19: the step time and the peak predicted within 3 % of the measured.
 REPLAN_TOLERANCE = 0.03
@@ -226,15 +229,14 @@ class Calibration:
     host_backward_scale: float = 1.0
 
     def times(self, times: NodeTimes) -> NodeTimes:
-        # The runtime ops' host time is in launches of the forward's unit:
-        # one scale for both phases' launch (the backward's nodes scale alone).
         return NodeTimes(
             {k: v * self.forward_scale for k, v in times.forward.items()},
             {k: v * self.backward_scale for k, v in times.backward.items()},
             f"{times.source}, calibrated",
             {k: v * self.host_forward_scale for k, v in times.host_forward.items()},
             {k: v * self.host_backward_scale for k, v in times.host_backward.items()},
-            times.launch_ms * self.host_forward_scale,
+            times.launch_forward_ms * self.host_forward_scale,
+            times.launch_backward_ms * self.host_backward_scale,
         )
 
     def profile(self, profile: DeviceProfile) -> DeviceProfile:
@@ -278,20 +280,24 @@ def _fit_scale(wait_at: Callable[[float], float], target: float, noise: float) -
 
 
 def _fit_host(busy_at: Callable[[float], float], target: float, most: float, noise: float) -> float:
-    """The host-time scale of one phase: the measured host time's
-    (``most``) where the simulated phase (``busy_at(scale)``: its compute
-    and its idling for the host, non-decreasing in the scale) stays within
-    ``noise`` of ``target`` with it, else the largest scale that does. The
-    host's wall time holds more than the nodes' launches (the wrappers
-    before the first and after the last, which keep no kernel waiting), so
-    it is a bound: the measured call says how long the device ran, and a
-    host clock that idles it longer is slower than the host was where it
-    mattered (HF Llama, 25 copies: 9.5 ms of host time beside an 8.6 ms
-    forward, which the device ran without idling for 5 ms)."""
+    """The host-time scale of one phase: ``most`` (the measured host time
+    over the simulated one, 1 where the host was not measured) where the
+    simulated phase (``busy_at(scale)``: its compute and its idling for the
+    host, non-decreasing in the scale) stays within ``noise`` of ``target``
+    with it, else the largest scale that does. The host's wall time holds
+    more than the nodes' launches (the wrappers before the first and after
+    the last, which keep no kernel waiting), so it is a bound: the measured
+    call says how long the device ran, and a host clock that idles it longer
+    is slower than the host was where it mattered (HF Llama, 25 copies: 9.5
+    ms of host time beside an 8.6 ms forward, which the device ran without
+    idling for 5 ms)."""
     if busy_at(most) <= target + noise:
         return most
     low, high = most / 64, most
     if busy_at(low) > target + noise:
+        # Not the host's doing (only a phase without compute times, scaled
+        # by 1, gets here): the least scale, said.
+        log.info("offload_pass: the host clock idles the device past the measured phase at any scale")
         return low
     for _ in range(30):  # log-space bisection
         mid = math.sqrt(low * high)
@@ -319,12 +325,21 @@ def fit_calibration(
     timeline missed. Every scale is of the simulator's own node times and
     bandwidths (``simulate(Calibration())``), whatever calibration
     ``check.predicted`` was made under (a plan planned again is measured
-    and may be fitted too)."""
+    and may be fitted too).
+
+    The compute's scale takes in whatever the device idled for the host in
+    the measured call (events time the stream, not its kernels), and the
+    host clock then idles it only past that: the calibrated simulator
+    reproduces the measured plan, and a plan with more copies pays their
+    host time where the host clock, so scaled, falls behind. The noise of
+    every fit is ``STALL_TOLERANCE`` of the measured work (the check's
+    denominator), split between the two directions' stalls, whose sum the
+    check holds to it."""
     measured = check.measured
     predicted = simulate(Calibration())
     forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
     backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
-    noise = STALL_TOLERANCE * measured.step_ms
+    noise = STALL_TOLERANCE * (measured.step_ms - measured.between_ms)
     calibration = Calibration(
         forward_scale=forward / predicted.forward_ms if predicted.forward_ms else 1.0,
         backward_scale=backward / predicted.backward_ms if predicted.backward_ms else 1.0,
@@ -338,22 +353,26 @@ def fit_calibration(
         p = simulate(dataclasses.replace(calibration, host_forward_scale=scale))
         return p.forward_ms + p.forward_idle_ms
 
-    most = _host_scale(measured.host_forward_ms, predicted.host_forward_ms)
+    most = _host_scale(measured.host_forward_ms, predicted.forward_issue_ms)
     calibration = dataclasses.replace(calibration, host_forward_scale=_fit_host(forward_at, forward, most, noise))
 
     def backward_at(scale: float) -> float:
         p = simulate(dataclasses.replace(calibration, host_backward_scale=scale))
         return p.backward_ms + p.backward_idle_ms
 
-    most = _host_scale(measured.host_backward_ms, predicted.host_backward_ms)
+    most = _host_scale(measured.host_backward_ms, predicted.backward_issue_ms)
     calibration = dataclasses.replace(calibration, host_backward_scale=_fit_host(backward_at, backward, most, noise))
 
     def forward_wait(scale: float) -> float:
         return simulate(dataclasses.replace(calibration, d2h_scale=scale)).forward_wait_ms
 
-    calibration = dataclasses.replace(calibration, d2h_scale=_fit_scale(forward_wait, measured.forward_wait_ms, noise))
+    calibration = dataclasses.replace(
+        calibration, d2h_scale=_fit_scale(forward_wait, measured.forward_wait_ms, noise / 2)
+    )
 
     def backward_wait(scale: float) -> float:
         return simulate(dataclasses.replace(calibration, h2d_scale=scale)).backward_wait_ms
 
-    return dataclasses.replace(calibration, h2d_scale=_fit_scale(backward_wait, measured.backward_wait_ms, noise))
+    return dataclasses.replace(
+        calibration, h2d_scale=_fit_scale(backward_wait, measured.backward_wait_ms, noise / 2)
+    )

@@ -31,7 +31,7 @@ import torch.fx as fx
 
 from offload_pass.registry import REGISTRY
 
-__all__ = ["MEASURED_OPS", "KernelTime", "measured_kernel_ms"]
+__all__ = ["MEASURED_OPS", "KernelTime", "measured_kernel_times"]
 
 log = logging.getLogger("offload_pass")
 
@@ -60,7 +60,7 @@ class KernelTime:
     host_ms: float  # the host's call that issues it (dispatch, allocation, launch)
 
 
-def measured_kernel_ms(gm: fx.GraphModule) -> dict[str, KernelTime]:
+def measured_kernel_times(gm: fx.GraphModule) -> dict[str, KernelTime]:
     """The measured times of every extern-kernel node of ``gm`` on its CUDA
     device (a node that cannot be run alone, e.g. with symbolic sizes, is
     left out and keeps its estimate)."""
@@ -137,7 +137,7 @@ def _measure(node: fx.Node) -> Optional[KernelTime]:
         kwargs = {k: _materialize(v, node) for k, v in node.kwargs.items()}
         for _ in range(_WARMUP):
             node.target(*args, **kwargs)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(node.meta["val"].device if isinstance(node.meta.get("val"), torch.Tensor) else None)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         host_start = time.perf_counter()

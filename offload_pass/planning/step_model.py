@@ -25,8 +25,12 @@ forward's kernels take 10 ms, its host 4-9 ms, unevenly), the compute
 stream idles, and a copy's host time (``offload``: four launches' worth) is
 step time there although the device has nothing to wait for. The forward
 starts with both clocks at 0 (a step starts on an idle device); the
-backward's host starts where the compute stream starts it (autograd runs it
-after the forward's host work and the loss).
+backward's host starts where the compute stream starts the backward, or
+later where the host is behind: a lead the host built over the forward is
+not carried into the backward (pessimistic where the host is ahead; a
+synchronized HF Llama step on the H200 had its device idle 1 ms at the
+backward's start, waiting for the host), the same rule with offload and
+without.
 
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
 the extern kernels' measured on CUDA (``kernel_timing``, unless
@@ -45,11 +49,11 @@ import torch
 import torch.fx as fx
 
 from offload_pass.planning.cost_model import DeviceProfile, estimate_node_ms
-from offload_pass.planning.kernel_timing import measured_kernel_ms
-
-_ops = torch.ops.offload_pass
+from offload_pass.planning.kernel_timing import measured_kernel_times
 from offload_pass.planning.timeline import Timeline, storage_bytes
 from offload_pass.views import storage_root
+
+_ops = torch.ops.offload_pass
 
 __all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "node_times", "predict_step"]
 
@@ -60,18 +64,33 @@ __all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "node_times", "
 RUNTIME_OP_LAUNCHES = {"offload": 4.0, "release": 0.85, "reload": 2.85, "wait_reload": 0.55}
 
 
+_RUNTIME_TARGETS: dict = {}
+
+
+def _runtime_op(node: fx.Node) -> Optional[str]:
+    """The runtime op ``node`` calls (a key of ``RUNTIME_OP_LAUNCHES``), or
+    None (other ops of the namespace, e.g. the example GroupedMLP's, are
+    compute)."""
+    if not _RUNTIME_TARGETS:
+        _RUNTIME_TARGETS.update({getattr(_ops, name).default: name for name in RUNTIME_OP_LAUNCHES})
+    return _RUNTIME_TARGETS.get(node.target) if node.op == "call_function" else None
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeTimes:
     """Milliseconds per node name, forward and backward, on the device and
-    on the host, and where they came from. ``launch_ms``: the host's time
-    of one small-kernel launch, the unit of ``RUNTIME_OP_LAUNCHES``."""
+    on the host, and where they came from. ``launch_forward_ms`` /
+    ``launch_backward_ms``: the host's time of one small-kernel launch in
+    each graph, the unit of ``RUNTIME_OP_LAUNCHES`` (one per phase: a
+    calibration scales each phase's host as a whole)."""
 
     forward: dict[str, float]
     backward: dict[str, float]
     source: str
     host_forward: dict[str, float] = dataclasses.field(default_factory=dict)
     host_backward: dict[str, float] = dataclasses.field(default_factory=dict)
-    launch_ms: float = 0.0
+    launch_forward_ms: float = 0.0
+    launch_backward_ms: float = 0.0
 
     def ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
         """Per node of ``gm`` in graph order (output aside): the points of
@@ -83,14 +102,16 @@ class NodeTimes:
     def host_ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
         """The host's time per node of ``gm``, as ``ordered``: the runtime ops
         the rewrite added cost ``RUNTIME_OP_LAUNCHES`` launches each."""
-        times = self.host_forward if phase == "forward" else self.host_backward
+        times, launch = (
+            (self.host_forward, self.launch_forward_ms) if phase == "forward"
+            else (self.host_backward, self.launch_backward_ms)
+        )
         out = []
         for n in gm.graph.nodes:
             if n.op == "output":
                 continue
-            op = getattr(n.target, "overloadpacket", None)
-            runtime = op.__name__ if op is not None and n.target.namespace == "offload_pass" else None
-            out.append(RUNTIME_OP_LAUNCHES.get(runtime, 0.0) * self.launch_ms if runtime else times.get(n.name, 0.0))
+            runtime = _runtime_op(n)
+            out.append(RUNTIME_OP_LAUNCHES[runtime] * launch if runtime else times.get(n.name, 0.0))
         return out
 
 
@@ -111,7 +132,7 @@ def node_times(
         times = {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
         host = {name: launch_ms for name, ms in times.items() if ms > 0 and launch_ms}
         if measure_kernels:
-            kernels = measured_kernel_ms(gm)
+            kernels = measured_kernel_times(gm)
             times.update({name: k.device_ms for name, k in kernels.items()})
             if launch_ms:
                 host.update({name: k.host_ms for name, k in kernels.items()})
@@ -122,7 +143,7 @@ def node_times(
     source = f"estimated ({profile.source})"
     if measure_kernels:
         source = f"{measured} extern kernels measured, the rest {source}"
-    return NodeTimes(forward, backward, source, host_forward, host_backward, launch_ms)
+    return NodeTimes(forward, backward, source, host_forward, host_backward, launch_ms, launch_ms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +159,11 @@ class StepPrediction:
     between_ms: float = 0.0  # a calibration's measured time between forward and backward
     forward_idle_ms: float = 0.0  # compute stream idle, the host not having issued its next node
     backward_idle_ms: float = 0.0
-    host_forward_ms: float = 0.0  # the host clock over the forward's nodes
-    host_backward_ms: float = 0.0
+    # The host clock's time to issue each graph's nodes (a sum of node host
+    # times; ``MeasuredCall.host_forward_ms`` is the host's wall time, which
+    # holds more: the calibration compares the two).
+    forward_issue_ms: float = 0.0
+    backward_issue_ms: float = 0.0
 
     @property
     def timeline_peak(self) -> int:
@@ -204,16 +228,17 @@ def _run(gm: fx.GraphModule, times: list[float], host_times: list[float], stream
         # (an event recorded there completes then; a copy queued behind it
         # starts then at the earliest).
         reached = max(streams.compute, streams.host)
-        if node.target is _ops.offload.default:
+        runtime = _runtime_op(node)
+        if runtime == "offload":
             streams.d2h = max(reached, streams.d2h) + _copy_bytes(node) / streams.d2h_bytes_per_ms
             streams.landed[node.name] = streams.d2h
-        elif node.target is _ops.release.default:
+        elif runtime == "release":
             phase.idle += streams.issued()
             phase.waited += streams.wait(streams.landed.get(node.args[1].name))
-        elif node.target is _ops.reload.default:
+        elif runtime == "reload":
             streams.h2d = max(reached, streams.h2d) + _copy_bytes(node) / streams.h2d_bytes_per_ms
             streams.reloaded[node.name] = streams.h2d
-        elif node.target is _ops.wait_reload.default:
+        elif runtime == "wait_reload":
             phase.idle += streams.issued()
             phase.waited += streams.wait(streams.reloaded.get(storage_root(node.args[0])[0].name))
         elif ms > 0:
