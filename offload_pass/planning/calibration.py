@@ -43,8 +43,8 @@ from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
 
 __all__ = [
-    "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction", "fastest_call",
-    "fit_calibration", "replan_reason",
+    "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction",
+    "fastest_call", "fit_calibration", "replan_reason",
 ]
 
 log = logging.getLogger("offload_pass")
