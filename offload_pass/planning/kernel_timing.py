@@ -7,9 +7,10 @@ sizes, strides, dtypes) run on the device once, on random inputs of its
 shape: its time on the device (CUDA events) and the host's time to issue it
 (the wall clock around the same calls; under the profiler on an H200 a
 cuDNN attention's host path took 150-280 us, five Triton launches' worth or
-more, and where the device outruns the host that is the step's time), kept in ``REGISTRY.kernel_times``. The other nodes (pointwise
-and reductions, which Inductor fuses into kernels of its own) keep the cost
-model's estimate.
+more, and where the device outruns the host that is the step's time), kept
+in ``REGISTRY.kernel_times``. The other nodes (pointwise and reductions,
+which Inductor fuses into kernels of its own) keep the cost model's
+estimate.
 
 Why: the roofline estimate of a GEMM assumes the peak matmul throughput the
 device profile measured on 4096x4096; real shapes (a 2048x5632 MLP, an
