@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.fx as fx
 from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor import config as inductor_config
 from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_files
 
 from offload_pass import runtime  # noqa: F401  (registers the ops)
@@ -53,6 +54,7 @@ from offload_pass.planning.step_model import StepPrediction, node_times, predict
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
 from offload_pass.compiled_graph import CompiledGraph, Replan, graph_copy, static_shapes
 from offload_pass.rewriting.invariants import check_rewrite
+from offload_pass.rewriting.kernel_order import GraphOrder
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
@@ -210,6 +212,12 @@ class OffloadBackend:
                 self, digest, active, frame_root, calibration, keep_simulator, prior
             ),
             "joint_custom_pre_pass": TensorMarkPass(),
+            # The rewrite's order, which the plan's predictions assume, must
+            # survive Inductor's fusion (``kernel_order``'s docstring says how
+            # it would not); a scheduler pass the user set runs first.
+            "_post_fusion_custom_pass": GraphOrder(
+                patches.get("_post_fusion_custom_pass", inductor_config._post_fusion_custom_pass)
+            ),
         })
         planned = len(self.records)
         try:
