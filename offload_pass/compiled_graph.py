@@ -226,11 +226,13 @@ class CompiledGraph:
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
-        reason = replan_reason(check, plan.budget, self.replanned)
+        reason = replan_reason(check, plan.budget, self.replanned, plan.candidates)
         if reason is None or replan.compile is None or replan.simulate is None:
             if reason is not None:
                 why = replan.why_not or "no step simulator was kept for its graphs"
                 log.info("offload_pass: %s not planned again (%s): %s", plan.graph_id, reason, why)
+            elif not check.within() and plan.candidates == 0 and plan.budget is None:
+                log.info("offload_pass: %s not planned again: it has nothing a plan could copy", plan.graph_id)
             elif not check.within() and self.replanned:
                 log.info(
                     "offload_pass: %s not planned again: planned again %d times already (%s)",

@@ -163,6 +163,11 @@ def test_replan_reason_prediction_once_budget_once():
     assert replan_reason(check(1.1, 1010), 990, []) is prediction
     # A peak not measured (the step ran other graphs) promises nothing either way.
     assert replan_reason(check(1.02, None), 1005, []) is None
+    # Nothing a plan could copy: never planned again without a budget (the
+    # same graph would compile again); a budget may still recompute.
+    assert replan_reason(check(1.1), None, [], candidates=0) is None
+    assert replan_reason(check(1.1), 1005, [], candidates=0) is prediction
+    assert replan_reason(check(1.02, 1010), 1005, [], candidates=0) is budget
 
 
 def test_a_stall_within_the_noise_leaves_the_bandwidth_alone():

@@ -63,15 +63,18 @@ def test_shared_storage_moves_together_or_not_at_all():
 def test_min_bytes_on_the_storage():
     plan = plan_saved_tensors([record("a", nbytes=1000)], OffloadConfig(min_bytes=1001, keep_first_in_backward=0))
     assert decisions(plan)["a"] == ("keep", "below min_bytes (1000 < 1001)")
+    assert plan.candidates == 0  # nothing a re-plan could copy
 
 
 def test_first_in_backward_kept():
     saved = [record("a", first_use=30), record("b", first_use=10), record("c", first_use=20)]
     plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=1))
     assert plan.offloaded == ["a", "c"]
+    assert plan.candidates == 2  # the first in backward is never a candidate
     assert decisions(plan)["b"][1].startswith("needed first in backward")
     plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=2))
     assert plan.offloaded == ["a"]
+    assert plan.candidates == 1
 
 
 def test_collective_outputs_are_never_offloaded_even_when_marked():

@@ -110,6 +110,11 @@ class OffloadPlan:
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
+    # Copy groups whose decision a prediction may change (eligible, and past
+    # keep_first_in_backward). 0: every plan of this graph copies nothing,
+    # whatever the step simulator says, so a re-plan could only compile the
+    # same graph again (calibration.replan_reason).
+    candidates: int = 0
 
     @property
     def predicted_reduction(self) -> Optional[int]:
@@ -337,7 +342,7 @@ def plan_saved_tensors(
         entries.append(
             PlanEntry(t.name, t.op, t.module, t.role, t.shape, t.dtype, t.nbytes, decision, reason, t.storage)
         )
-    plan = OffloadPlan(graph_id, entries, groups)
+    plan = OffloadPlan(graph_id, entries, groups, candidates=max(0, len(candidates) - head))
     log.debug("offload_pass: %s", plan)
     return plan
 
