@@ -448,6 +448,51 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
     return result
 
 
+def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
+    """The figures each row gets against the first plain Inductor row of
+    ``results`` (slowdown, peak reduction, R, floors, copy-out window,
+    prediction errors), in place. Run at the end of ``main``; a JSON cut
+    at a time limit (written before this ran) can be completed with it."""
+    ref = next((r for r in results if r["variant"] == "inductor" and "error" not in r), None)
+    for r in results:
+        if ref is None or "error" in r:
+            continue
+        r["boundary_reduction_mib"] = ref["boundary_mib"] - r["boundary_mib"]
+        if r["offloaded_mib"] is None and r["variant"] != "inductor":
+            r["offloaded_mib"] = r["boundary_reduction_mib"]
+        offloaded = r["offloaded_mib"] or 0.0
+        r["peak_reduction_mib"] = ref["peak_mib"] - r["peak_mib"]
+        r["R"] = r["peak_reduction_mib"] / offloaded if offloaded else None
+        r["R_boundary"] = r["boundary_reduction_mib"] / offloaded if offloaded else None
+        r["slowdown"] = r["step_ms"] / ref["step_ms"]
+        out_ms = offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3
+        in_ms = offloaded * 2**20 / (bandwidth["h2d"] * 1e9) * 1e3
+        r["floor_ms"] = max(ref["step_ms"], out_ms)
+        r["vs_floor"] = r["step_ms"] / r["floor_ms"]
+        r["floor2_ms"] = max(ref["forward_ms"], out_ms) + max(ref["backward_ms"], in_ms)
+        r["vs_floor2"] = r["step_ms"] / r["floor2_ms"]
+        # What can leave the device while the forward runs: bandwidth x the
+        # measured forward of plain Inductor (the copy-out window).
+        r["window_mib"] = bandwidth["d2h"] * 1e9 * ref["forward_ms"] / 1e3 / 2**20
+        r["freed_vs_window"] = r["peak_reduction_mib"] / r["window_mib"]
+        if r.get("predicted_step_ms"):
+            without, chosen = r["predicted_step_ms"]
+            r["predicted_slowdown"] = chosen / without if without else None
+            r["slowdown_error"] = (r["predicted_slowdown"] - r["slowdown"]) / r["slowdown"] if without else None
+            r["predicted_step_error"] = (chosen - r["step_ms"]) / r["step_ms"]
+            r["predicted_unsynced_error"] = (chosen - r["unsynced_step_ms"]) / r["unsynced_step_ms"]
+            without, chosen = r["predicted_peak_mib"]
+            r["predicted_reduction_mib"] = without - chosen
+            r["predicted_peak_error"] = (chosen - r["peak_mib"]) / r["peak_mib"]
+            # The plain Inductor row is the prediction without offload.
+            ref.setdefault("predicted_step_error", (r["predicted_step_ms"][0] - ref["step_ms"]) / ref["step_ms"])
+            ref.setdefault(
+                "predicted_unsynced_error",
+                (r["predicted_step_ms"][0] - ref["unsynced_step_ms"]) / ref["unsynced_step_ms"],
+            )
+            ref.setdefault("predicted_peak_error", (without - ref["peak_mib"]) / ref["peak_mib"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="decoder", choices=["decoder", "moe", *HF_MODELS])
@@ -507,44 +552,7 @@ def main() -> None:
         if args.json:  # partial results survive a time limit
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "bandwidth_gbps": bandwidth, "results": results}, f, indent=2)
-    ref = next((r for r in results if r["variant"] == "inductor" and "error" not in r), None)
-    for r in results:
-        if ref is None or "error" in r:
-            continue
-        r["boundary_reduction_mib"] = ref["boundary_mib"] - r["boundary_mib"]
-        if r["offloaded_mib"] is None and r["variant"] != "inductor":
-            r["offloaded_mib"] = r["boundary_reduction_mib"]
-        offloaded = r["offloaded_mib"] or 0.0
-        r["peak_reduction_mib"] = ref["peak_mib"] - r["peak_mib"]
-        r["R"] = r["peak_reduction_mib"] / offloaded if offloaded else None
-        r["R_boundary"] = r["boundary_reduction_mib"] / offloaded if offloaded else None
-        r["slowdown"] = r["step_ms"] / ref["step_ms"]
-        out_ms = offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3
-        in_ms = offloaded * 2**20 / (bandwidth["h2d"] * 1e9) * 1e3
-        r["floor_ms"] = max(ref["step_ms"], out_ms)
-        r["vs_floor"] = r["step_ms"] / r["floor_ms"]
-        r["floor2_ms"] = max(ref["forward_ms"], out_ms) + max(ref["backward_ms"], in_ms)
-        r["vs_floor2"] = r["step_ms"] / r["floor2_ms"]
-        # What can leave the device while the forward runs: bandwidth x the
-        # measured forward of plain Inductor (the copy-out window).
-        r["window_mib"] = bandwidth["d2h"] * 1e9 * ref["forward_ms"] / 1e3 / 2**20
-        r["freed_vs_window"] = r["peak_reduction_mib"] / r["window_mib"]
-        if r.get("predicted_step_ms"):
-            without, chosen = r["predicted_step_ms"]
-            r["predicted_slowdown"] = chosen / without if without else None
-            r["slowdown_error"] = (r["predicted_slowdown"] - r["slowdown"]) / r["slowdown"] if without else None
-            r["predicted_step_error"] = (chosen - r["step_ms"]) / r["step_ms"]
-            r["predicted_unsynced_error"] = (chosen - r["unsynced_step_ms"]) / r["unsynced_step_ms"]
-            without, chosen = r["predicted_peak_mib"]
-            r["predicted_reduction_mib"] = without - chosen
-            r["predicted_peak_error"] = (chosen - r["peak_mib"]) / r["peak_mib"]
-            # The plain Inductor row is the prediction without offload.
-            ref.setdefault("predicted_step_error", (r["predicted_step_ms"][0] - ref["step_ms"]) / ref["step_ms"])
-            ref.setdefault(
-                "predicted_unsynced_error",
-                (r["predicted_step_ms"][0] - ref["unsynced_step_ms"]) / ref["unsynced_step_ms"],
-            )
-            ref.setdefault("predicted_peak_error", (without - ref["peak_mib"]) / ref["peak_mib"])
+    derive(results, bandwidth)
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
