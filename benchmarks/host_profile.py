@@ -33,7 +33,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out")
     p.add_argument("--max-overhead", type=float, default=0.01)
-    p.add_argument("--model", default="hf_llama", choices=["decoder", *bench_offload.HF_MODELS])
+    p.add_argument("--model", default="hf_llama", choices=["decoder", "moe", *bench_offload.HF_MODELS])
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)

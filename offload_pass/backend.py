@@ -54,7 +54,7 @@ from offload_pass.planning.step_model import StepPrediction, node_times, predict
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
 from offload_pass.compiled_graph import CompiledGraph, Replan, graph_copy, static_shapes
 from offload_pass.rewriting.invariants import check_rewrite
-from offload_pass.rewriting.kernel_order import GraphOrder
+from offload_pass.rewriting.kernel_order import graph_order_pass
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
@@ -214,8 +214,10 @@ class OffloadBackend:
             "joint_custom_pre_pass": TensorMarkPass(),
             # The rewrite's order, which the plan's predictions assume, must
             # survive Inductor's fusion (``kernel_order``'s docstring says how
-            # it would not); a scheduler pass the user set runs first.
-            "_post_fusion_custom_pass": GraphOrder(
+            # it would not). A scheduler pass the user set runs first: its
+            # fusions stay, its order gives way to the graph's where the
+            # graph holds runtime ops.
+            "_post_fusion_custom_pass": graph_order_pass(
                 patches.get("_post_fusion_custom_pass", inductor_config._post_fusion_custom_pass)
             ),
         })

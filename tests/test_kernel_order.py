@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from dataclasses import dataclass, field
 
+import pytest
 import torch
+from torch._inductor import custom_graph_pass
 from torch._inductor.utils import run_and_get_code
 
 import offload_pass
 from benchmarks.reload_lead import code_lead, graph_lead
 from offload_pass.examples.models import make_decoder
-from offload_pass.rewriting.kernel_order import graph_order
+from offload_pass.rewriting.kernel_order import GraphOrder, graph_order, graph_order_pass
 
 
 @dataclass(frozen=True)
@@ -82,3 +86,47 @@ def test_every_reload_keeps_its_lead_in_the_generated_code():
     assert len(in_graph) == 16
     lost = sorted(name for name, (nodes, _heavy) in in_graph.items() if nodes and not in_code[name])
     assert lost == [], f"reloads with compute before their wait in the graph but none in the code: {lost}"
+
+
+_SchedulerPass = getattr(custom_graph_pass, "CustomSchedulerPass", None)
+
+
+def _user_pass(nodes):
+    return nodes
+
+
+def test_a_copy_of_the_pass_is_the_pass():
+    # Inductor deep-copies and pickles its config: a copy must still be a
+    # pass (a copy that came back as a tuple broke every later compile).
+    for made in (graph_order_pass(), graph_order_pass(_user_pass)):
+        for again in (copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+            assert type(again) is type(made) and again.inner is made.inner
+            assert again([]) == []
+
+
+@pytest.mark.skipif(_SchedulerPass is None, reason="this torch has no CustomSchedulerPass")
+def test_the_cache_keys_on_the_pass_only_where_the_users_pass_says_what_it_does():
+    calls = []
+
+    class Keyed(_SchedulerPass):
+        def __init__(self, key):
+            self.key = key
+
+        def __call__(self, nodes):
+            calls.append(self.key)
+            return nodes
+
+        def uuid(self):
+            return self.key
+
+    alone = graph_order_pass()
+    assert isinstance(alone, _SchedulerPass) and alone.uuid() is not None
+    keyed_a, keyed_b = graph_order_pass(Keyed("a")), graph_order_pass(Keyed("b"))
+    assert isinstance(keyed_a, _SchedulerPass) and keyed_a.uuid() != keyed_b.uuid() != alone.uuid()
+    keyed_a([])
+    assert calls == ["a"]  # the user's pass runs first
+    # A plain function, or a pass without a uuid, says nothing a key could
+    # hold: a plain callable, for which Inductor bypasses its cache.
+    for inner in (_user_pass, Keyed(None)):
+        made = graph_order_pass(inner)
+        assert type(made) is GraphOrder and not isinstance(made, _SchedulerPass)

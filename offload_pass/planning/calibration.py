@@ -190,12 +190,12 @@ def check_prediction(prediction: StepPrediction, measured: MeasuredCall) -> Pred
 
 
 def replan_reason(
-    check: PredictionCheck, budget: Optional[int], done: Sequence[ReplanReason], candidates: int = 1
+    check: PredictionCheck, budget: Optional[int], done: Sequence[ReplanReason], candidates: Optional[int] = None
 ) -> Optional[ReplanReason]:
     """Why the plan ``check`` measured is planned once more (None: it is
     kept). ``budget``: mode="budget"'s peak in bytes (None: no budget);
     ``done``: the reasons this graph was planned again for already;
-    ``candidates``: ``OffloadPlan.candidates``. A graph with nothing a
+    ``candidates``: ``OffloadPlan.candidates`` (None: not counted). A graph with nothing a
     prediction decides (no candidate to copy, no budget to recompute for)
     is never planned again: the re-plan would compile the same graph (HF
     Llama with nothing marked: a compile, +4.2 % off, for nothing).

@@ -113,8 +113,9 @@ class OffloadPlan:
     # Copy groups whose decision a prediction may change (eligible, and past
     # keep_first_in_backward). 0: every plan of this graph copies nothing,
     # whatever the step simulator says, so a re-plan could only compile the
-    # same graph again (calibration.replan_reason).
-    candidates: int = 0
+    # same graph again (calibration.replan_reason). None: not counted (a plan
+    # built elsewhere than plan_saved_tensors), which forbids nothing.
+    candidates: Optional[int] = None
 
     @property
     def predicted_reduction(self) -> Optional[int]:

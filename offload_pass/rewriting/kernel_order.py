@@ -30,7 +30,7 @@ import torch
 from torch._inductor import custom_graph_pass
 from torch._inductor.custom_graph_pass import get_hash_for_files
 
-__all__ = ["GraphOrder", "graph_order", "holds_runtime_ops"]
+__all__ = ["GraphOrder", "graph_order", "graph_order_pass", "holds_runtime_ops"]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,10 @@ log = logging.getLogger(__name__)
 # same namespace are compute and leave a graph to Inductor's order).
 _RUNTIME_OP_NAMES = frozenset({"offload", "release", "reload", "wait_reload"})
 
-# torch 2.13 keys the FX graph cache on a scheduler pass's uuid when it is a
-# ``CustomSchedulerPass``; a torch without the class bypasses the cache for a
-# plain callable, which is correct, only slower to compile again.
-_Base: Any = getattr(custom_graph_pass, "CustomSchedulerPass", object)
+# torch 2.13 keys the FX graph cache on a scheduler pass's uuid when the
+# pass is a ``CustomSchedulerPass`` and bypasses the cache for any other
+# callable. torch 2.11 has no such class: there the pass is a plain callable.
+_SchedulerPass: Any = getattr(custom_graph_pass, "CustomSchedulerPass", None)
 
 
 def _runtime_op_name(snode: Any) -> Optional[str]:
@@ -80,7 +80,9 @@ def graph_order(nodes: Sequence[Any]) -> list[Any]:
             users[producer].append(index)
 
     def key(index: int) -> tuple[int, int]:
-        return (getattr(nodes[index], "min_order", index), index)
+        # Set on every scheduler node by then (compute_ancestors, or the
+        # group's constructor from its members).
+        return (nodes[index].min_order, index)
 
     ready = [key(i) for i in range(len(nodes)) if waiting[i] == 0]
     heapq.heapify(ready)
@@ -101,11 +103,13 @@ def graph_order(nodes: Sequence[Any]) -> list[Any]:
     return [nodes[i] for i in order]
 
 
-class GraphOrder(_Base):
+class GraphOrder:
     """Inductor's ``_post_fusion_custom_pass``: ``graph_order`` for graphs
-    that hold runtime ops, after ``inner`` (a pass the user had set, kept
-    and run first). ``moved`` counts, per call, the nodes placed elsewhere
-    than Inductor placed them (debug logs say so per graph)."""
+    that hold runtime ops, after ``inner`` (a scheduler pass the user had
+    set: it runs first, its fusions stay, and in a graph that holds runtime
+    ops its order is replaced by the graph's). ``moved`` records, per graph
+    reordered, how many positions hold another node than Inductor put there
+    (debug logs say so)."""
 
     def __init__(self, inner: Optional[Callable[[list[Any]], list[Any]]] = None) -> None:
         self.inner = inner
@@ -119,21 +123,34 @@ class GraphOrder(_Base):
         ordered = graph_order(nodes)
         moved = sum(1 for a, b in zip(nodes, ordered) if a is not b)
         self.moved.append(moved)
-        log.debug("offload_pass: graph order: %d of %d scheduler nodes placed differently from Inductor", moved, len(nodes))
+        log.debug("offload_pass: graph order: %d of %d positions hold another scheduler node than Inductor's order", moved, len(nodes))
         return ordered
 
-    def uuid(self) -> object:
-        inner = None
-        if self.inner is not None:
-            inner_uuid = getattr(self.inner, "uuid", None)
-            inner = inner_uuid() if callable(inner_uuid) else repr(self.inner)
-        return (get_hash_for_files((__file__,)), torch.__version__, inner)
-
     def __reduce__(self):
-        # The FX graph cache pickles the config into its key: the uuid says
-        # everything this pass's output depends on (``moved`` does not).
-        return (_graph_order_uuid, (self.uuid(),))
+        # Inductor deep-copies and pickles its config (config copies, the
+        # cache key): a copy is the same pass (``moved`` starts afresh). An
+        # ``inner`` that cannot be pickled makes Inductor bypass its cache.
+        return (type(self), (self.inner,))
 
 
-def _graph_order_uuid(uuid: object) -> object:
-    return uuid
+if _SchedulerPass is not None:
+
+    class _KeyedGraphOrder(GraphOrder, _SchedulerPass):
+        """``GraphOrder`` that the FX graph cache keys on: this file's hash
+        and the uuid of the user's pass it runs first."""
+
+        def uuid(self) -> object:
+            inner = None if self.inner is None else self.inner.uuid()
+            return (get_hash_for_files((__file__,)), torch.__version__, inner)
+
+
+def graph_order_pass(inner: Optional[Callable[[list[Any]], list[Any]]] = None) -> GraphOrder:
+    """The pass to hand Inductor, around the user's ``inner`` (None: none
+    set). Keyed by the FX graph cache where torch can key scheduler passes
+    and ``inner`` says what it does (a ``CustomSchedulerPass`` with a uuid);
+    otherwise a plain callable, for which Inductor bypasses the cache as it
+    did for the user's pass alone (a repr is no key: a function's holds its
+    address, another's may stay the same while its code changes)."""
+    if _SchedulerPass is not None and (inner is None or (isinstance(inner, _SchedulerPass) and inner.uuid())):
+        return _KeyedGraphOrder(inner)
+    return GraphOrder(inner)
