@@ -30,13 +30,15 @@ import torch
 from torch._inductor import custom_graph_pass
 from torch._inductor.custom_graph_pass import get_hash_for_files
 
+from offload_pass.runtime import OPS
+
 __all__ = ["GraphOrder", "graph_order", "graph_order_pass", "holds_runtime_ops"]
 
 log = logging.getLogger(__name__)
 
 # The ops whose place the rewrite chose (the example GroupedMLP's ops in the
 # same namespace are compute and leave a graph to Inductor's order).
-_RUNTIME_OP_NAMES = frozenset({"offload", "release", "reload", "wait_reload"})
+_RUNTIME_OPS = frozenset(OPS.values())
 
 # torch 2.13 keys the FX graph cache on a scheduler pass's uuid when the
 # pass is a ``CustomSchedulerPass`` and bypasses the cache for any other
@@ -44,20 +46,14 @@ _RUNTIME_OP_NAMES = frozenset({"offload", "release", "reload", "wait_reload"})
 _SchedulerPass: Any = getattr(custom_graph_pass, "CustomSchedulerPass", None)
 
 
-def _runtime_op_name(snode: Any) -> Optional[str]:
-    """The runtime op a scheduler node runs, or None."""
-    kernel = getattr(snode, "node", None)
-    op = getattr(kernel, "op_overload", None)
-    schema = getattr(op, "_schema", None)
-    if schema is None:
-        return None
-    namespace, _, name = schema.name.partition("::")
-    return name if namespace == "offload_pass" and name in _RUNTIME_OP_NAMES else None
+def _runs_runtime_op(snode: Any) -> bool:
+    """Whether a (non-fused) scheduler node runs one of the runtime ops."""
+    return getattr(getattr(snode, "node", None), "op_overload", None) in _RUNTIME_OPS
 
 
 def holds_runtime_ops(nodes: Sequence[Any]) -> bool:
     """Whether any scheduler node (a fused one's members included) runs a runtime op."""
-    return any(_runtime_op_name(member) for snode in nodes for member in snode.get_nodes())
+    return any(_runs_runtime_op(member) for snode in nodes for member in snode.get_nodes())
 
 
 def graph_order(nodes: Sequence[Any]) -> list[Any]:
