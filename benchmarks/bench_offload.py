@@ -493,8 +493,9 @@ def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
             ref.setdefault("predicted_peak_error", (without - ref["peak_mib"]) / ref["peak_mib"])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The arguments ``build_model`` and ``model_inputs`` read (other
+    benchmarks build their models here too)."""
     p.add_argument("--model", default="decoder", choices=["decoder", "moe", *HF_MODELS])
     p.add_argument("--ffn", type=int, default=2048, help="moe / hf_*: (per-expert) ffn size")
     p.add_argument("--vocab", type=int, default=8192, help="hf_*: vocabulary size")
@@ -505,6 +506,11 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(p)
     p.add_argument("--mark", default="all")
     p.add_argument("--min-bytes", type=int, default=1 << 20)
     p.add_argument(

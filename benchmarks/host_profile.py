@@ -4,7 +4,7 @@ of 20 synchronized steps, no profiler) and a cProfile of 10 more steps per
 variant, written to OUT/cprofile_<variant>.txt (sorted by own time, then
 by cumulative time): where the host spends what offloading adds.
 
-  python benchmarks/host_profile.py OUT [--max-overhead 0.01] [bench_offload model args]
+  python benchmarks/host_profile.py OUT [--max-overhead 0.01] [bench_offload.py's model arguments]
   python benchmarks/host_profile.py OUT --model hf_llama --layers 8 --hidden 2048 --heads 16 --ffn 5632 --batch 1
 
 CUDA only. The offload_pass variant is ``mode="auto"`` with nothing marked.
@@ -33,16 +33,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out")
     p.add_argument("--max-overhead", type=float, default=0.01)
-    p.add_argument("--model", default="hf_llama", choices=["decoder", "moe", *bench_offload.HF_MODELS])
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--ffn", type=int, default=5632)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--experts", type=int, default=8)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    bench_offload.add_model_args(p)  # bench_offload's model arguments and defaults (the decoder)
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("host_profile.py: needs a CUDA device (the host's time is measured against one)")
