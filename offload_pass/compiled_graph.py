@@ -42,7 +42,7 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration, replan_reason,
+    Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration, nothing_to_decide, replan_reason,
 )
 from offload_pass.runtime.measure import CallMeasurement
 from offload_pass.runtime.state import STATE
@@ -231,7 +231,7 @@ class CompiledGraph:
             if reason is not None:
                 why = replan.why_not or "no step simulator was kept for its graphs"
                 log.info("offload_pass: %s not planned again (%s): %s", plan.graph_id, reason, why)
-            elif not check.within() and plan.candidates == 0 and plan.budget is None:
+            elif not check.within() and nothing_to_decide(plan.candidates, plan.budget):
                 log.info("offload_pass: %s not planned again: it has nothing a plan could copy", plan.graph_id)
             elif not check.within() and self.replanned:
                 log.info(

@@ -44,7 +44,7 @@ from offload_pass.units import format_bytes
 
 __all__ = [
     "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction",
-    "fastest_call", "fit_calibration", "replan_reason",
+    "fastest_call", "fit_calibration", "nothing_to_decide", "replan_reason",
 ]
 
 log = logging.getLogger("offload_pass")
@@ -189,6 +189,13 @@ def check_prediction(prediction: StepPrediction, measured: MeasuredCall) -> Pred
     return PredictionCheck(prediction, measured)
 
 
+def nothing_to_decide(candidates: Optional[int], budget: Optional[int]) -> bool:
+    """Whether every plan of a graph is the same whatever the prediction:
+    no copy candidate (``OffloadPlan.candidates`` 0; None: not counted) and
+    no budget to recompute for."""
+    return candidates == 0 and budget is None
+
+
 def replan_reason(
     check: PredictionCheck, budget: Optional[int], done: Sequence[ReplanReason], candidates: Optional[int] = None
 ) -> Optional[ReplanReason]:
@@ -208,7 +215,7 @@ def replan_reason(
     2075 MiB measured against 2070, 2057 after). A plan
     that predicted its peak over the budget already said it could not
     reach it; planning it again would not either."""
-    if candidates == 0 and budget is None:
+    if nothing_to_decide(candidates, budget):
         return None
     if not done and not check.within():
         return ReplanReason.PREDICTION  # which corrects the peak too
