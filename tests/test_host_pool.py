@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 import offload_pass
 from offload_pass import runtime
@@ -102,6 +101,27 @@ def test_slot_stays_taken_while_any_tensor_shares_its_storage():
     third = runtime.offload(x + 2, False, -1, "k", 16384, 0, 16384)
     assert pools_since(before)["arenas"] == 2  # a free slot is reused
     assert torch.equal(third, x + 2)
+    # A view, or a bare storage handle, holds the slot as well.
+    row, storage = third[1:], third.untyped_storage()
+    del third
+    fourth = runtime.offload(x + 3, False, -1, "k", 16384, 0, 16384)
+    assert pools_since(before)["arenas"] == 2 and pools_since(before)["in_use"] == 2 * 16384
+    del fourth, row
+    # The storage handle alone still holds the first buffer's slot.
+    fifth = runtime.offload(x + 4, False, -1, "k", 16384, 0, 16384)
+    assert pools_since(before) == {"arenas": 2, "bytes": 2 * 16384, "in_use": 2 * 16384}
+    assert fifth.data_ptr() != storage.data_ptr()
+    assert torch.equal(fifth, x + 4)
+    del storage
+    assert pools_since(before)["in_use"] == 16384
+    del fifth
+    assert pools_since(before)["in_use"] == 0
+
+
+def test_a_copy_that_outgrows_a_slot_used_before_is_refused_with_the_reason():
+    runtime.offload(torch.randn(64, 64), False, -1, "k", 16384, 0, 16384)  # the slot's first use, freed
+    with pytest.raises(ValueError, match=r"32768 bytes does not fit its host-pool slot \[0, 16384\)"):
+        runtime.offload(torch.randn(128, 64), False, -1, "k", 16384, 0, 16384)
 
 
 def test_a_copy_that_outgrows_its_slot_is_refused_with_the_reason():
@@ -156,7 +176,7 @@ def test_state_reset_returns_to_a_fresh_import_and_spares_held_slots():
     arena = runtime.host_pool._Arena(raw, base, 8192, False, {})
     state.pools[("k", False)] = [arena]
     copy = torch.empty(16)
-    arena.slots[0] = (StorageWeakRef(copy.untyped_storage()), 64)
+    arena.slots[0] = (copy.untyped_storage()._weak_ref(), 64)
     # A copy still in a slot: its buffer must not be freed under it.
     with pytest.raises(RuntimeError, match="hold 64 bytes of host-pool slots"):
         state.reset()

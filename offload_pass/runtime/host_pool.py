@@ -13,9 +13,11 @@ The rewrite lays every copy of a graph with known sizes out in one buffer
 for: PyTorch's pinned allocator rounds each allocation up to a power of two
 (a 96 MiB copy would hold 128 MiB). The buffer is allocated and page-locked
 once (cudaHostRegister, exactly ``pool_bytes``) and reused every step. A slot
-is handed out as a tensor with a storage of its own, so that the slot is
-known to be free exactly when no tensor refers to that storage any more
-(autograd's saved copies included). A call that finds its slot still held
+is handed out as a tensor with a storage of its own (the slot's bytes), of
+which the pool keeps a weak reference only, so that the slot is known to be
+free exactly when nothing refers to that storage any more (autograd's saved
+copies, views and bare storage handles included). The slot's bounds are
+checked on its first use; later copies are checked by ``set_`` itself. A call that finds its slot still held
 (two forwards before one backward, one graph run for several layers) takes
 the slot in the next buffer of the same layout ("arena"), allocating one if
 none is free: a slot is never written while a copy in it may still be read.
@@ -28,7 +30,6 @@ import weakref
 from typing import Optional
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from offload_pass.runtime.state import STATE
 
@@ -36,6 +37,12 @@ __all__ = ["PAGE_BYTES", "extent_bytes", "host_buffer", "host_bytes_held", "host
 
 PAGE_BYTES = 4096
 _CAN_POOL = hasattr(torch._C, "_construct_storage_from_data_pointer")
+_CPU = torch.device("cpu")
+
+
+def _expired(weak_ref: int) -> bool:
+    """Is the storage behind ``weak_ref`` (``UntypedStorage._weak_ref()``) gone?"""
+    return torch.UntypedStorage._expired(weak_ref)
 
 
 @dataclasses.dataclass
@@ -44,17 +51,19 @@ class _Arena:
     base: int  # the first page boundary in it: the pool's ``nbytes`` start here
     nbytes: int
     pinned: bool
-    slots: dict  # offset -> (StorageWeakRef of the slot handed out there, bytes)
-
-    def free(self, offset: int) -> bool:
-        held = self.slots.get(offset)
-        return held is None or held[0].expired()
+    # offset -> a weak reference to the storage of the copy last handed out
+    # there, and the bytes a copy in that slot spans (checked on its first use)
+    slots: dict[int, tuple[int, int]]
 
     def bytes_in_use(self) -> int:
-        return sum(n for ref, n in self.slots.values() if not ref.expired())
+        return sum(n for ref, n in self.slots.values() if not _expired(ref))
 
     def unregister(self) -> None:
-        """Undo the page-locking, before the buffer is dropped."""
+        """Undo the page-locking and drop the slots' weak references, before
+        the buffer is dropped."""
+        for ref, _ in self.slots.values():
+            torch.UntypedStorage._free_weak_ref(ref)
+        self.slots.clear()
         if self.pinned:
             # A copy queued on a stream may still touch the buffer.
             torch.cuda.synchronize()
@@ -106,25 +115,39 @@ def _pool_slot(
     x: torch.Tensor, pool: str, pool_bytes: int, offset: int, slot_bytes: int, pin: bool
 ) -> torch.Tensor:
     """A host tensor shaped like ``x`` in its slot of a free arena of ``pool``."""
-    nbytes = extent_bytes(x)
-    if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
-        raise ValueError(
-            f"offload_pass: a copy of {nbytes} bytes does not fit its host-pool slot "
-            f"[{offset}, {offset + slot_bytes}) of {pool_bytes} bytes (pool {pool!r}): the graph "
-            "runs with other sizes than it was planned for"
-        )
-    arenas = STATE.pools.setdefault((pool, pin), [])
-    arena = next((a for a in arenas if a.free(offset)), None)
+    arena, held = None, None
+    for candidate in STATE.pools.get((pool, pin), ()):
+        held = candidate.slots.get(offset)
+        if held is None or _expired(held[0]):
+            arena = candidate
+            break
     if arena is None:
         raw, base = _page_locked(pool_bytes, pin)
-        arena = _Arena(raw, base, pool_bytes, pin, {})
-        arenas.append(arena)
+        arena, held = _Arena(raw, base, pool_bytes, pin, {}), None
+        STATE.pools.setdefault((pool, pin), []).append(arena)
     address = arena.base + offset
-    storage = torch._C._construct_storage_from_data_pointer(address, torch.device("cpu"), nbytes)
-    host = torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
-    arena.slots[offset] = (StorageWeakRef(host.untyped_storage()), nbytes)
-    STATE.slot_addresses.add(address)
-    return host
+    if held is None:  # the slot's first use in this arena
+        nbytes = extent_bytes(x)
+        if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
+            raise ValueError(_misfit(nbytes, pool, pool_bytes, offset, slot_bytes))
+        STATE.slot_addresses.add(address)
+    else:
+        torch.UntypedStorage._free_weak_ref(held[0])
+        nbytes = held[1]
+    storage = torch._C._construct_storage_from_data_pointer(address, _CPU, slot_bytes)
+    arena.slots[offset] = (storage._weak_ref(), nbytes)
+    try:
+        return torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
+    except RuntimeError:  # x spans more than the slot: a graph run with other sizes
+        raise ValueError(_misfit(extent_bytes(x), pool, pool_bytes, offset, slot_bytes)) from None
+
+
+def _misfit(nbytes: int, pool: str, pool_bytes: int, offset: int, slot_bytes: int) -> str:
+    return (
+        f"offload_pass: a copy of {nbytes} bytes does not fit its host-pool slot "
+        f"[{offset}, {offset + slot_bytes}) of {pool_bytes} bytes (pool {pool!r}): the graph "
+        "runs with other sizes than it was planned for"
+    )
 
 
 def _held(generation: int, nbytes: int) -> None:
@@ -188,10 +211,10 @@ def clear_host_pools() -> int:
             if arena.bytes_in_use():
                 keep.append(arena)
                 continue
-            arena.unregister()
             for offset in arena.slots:
                 STATE.slot_addresses.discard(arena.base + offset)
                 STATE.slot_reads.pop(arena.base + offset, None)
+            arena.unregister()
             freed += 1
         if keep:
             STATE.pools[key] = keep
