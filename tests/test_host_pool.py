@@ -119,9 +119,27 @@ def test_slot_stays_taken_while_any_tensor_shares_its_storage():
 
 
 def test_a_copy_that_outgrows_a_slot_used_before_is_refused_with_the_reason():
+    before = runtime.host_pool_stats()
     runtime.offload(torch.randn(64, 64), False, -1, "k", 16384, 0, 16384)  # the slot's first use, freed
-    with pytest.raises(ValueError, match=r"32768 bytes does not fit its host-pool slot \[0, 16384\)"):
+    with pytest.raises(ValueError, match=r"32768 bytes does not fit its host-pool slot \[0, 16384\)") as refused:
         runtime.offload(torch.randn(128, 64), False, -1, "k", 16384, 0, 16384)
+    # The refusal (its traceback still held here) leaves the slot free.
+    assert refused.value is not None and pools_since(before) == {"arenas": 1, "bytes": 16384, "in_use": 0}
+    again = runtime.offload(torch.randn(64, 64), False, -1, "k", 16384, 0, 16384)
+    assert pools_since(before) == {"arenas": 1, "bytes": 16384, "in_use": 16384}
+    del again
+
+
+def test_bytes_held_are_those_of_the_copy_in_the_slot_now():
+    # Layouts with the same page-rounded slots share a key: one slot may
+    # hold copies of other sizes from call to call.
+    before = runtime.host_pool_stats()
+    small = runtime.offload(torch.randn(25), False, -1, "k", 4096, 0, 4096)
+    assert pools_since(before)["in_use"] == 100
+    del small
+    large = runtime.offload(torch.randn(1000), False, -1, "k", 4096, 0, 4096)
+    assert pools_since(before) == {"arenas": 1, "bytes": 4096, "in_use": 4000}
+    del large
 
 
 def test_a_copy_that_outgrows_its_slot_is_refused_with_the_reason():

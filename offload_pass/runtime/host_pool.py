@@ -16,8 +16,8 @@ once (cudaHostRegister, exactly ``pool_bytes``) and reused every step. A slot
 is handed out as a tensor with a storage of its own (the slot's bytes), of
 which the pool keeps a weak reference only, so that the slot is known to be
 free exactly when nothing refers to that storage any more (autograd's saved
-copies, views and bare storage handles included). The slot's bounds are
-checked on its first use; later copies are checked by ``set_`` itself. A call that finds its slot still held
+copies, views and bare storage handles included). The slot's bounds within
+its buffer are checked on its first use; each copy's size by ``set_`` itself. A call that finds its slot still held
 (two forwards before one backward, one graph run for several layers) takes
 the slot in the next buffer of the same layout ("arena"), allocating one if
 none is free: a slot is never written while a copy in it may still be read.
@@ -52,7 +52,7 @@ class _Arena:
     nbytes: int
     pinned: bool
     # offset -> a weak reference to the storage of the copy last handed out
-    # there, and the bytes a copy in that slot spans (checked on its first use)
+    # there, and the bytes that copy spans
     slots: dict[int, tuple[int, int]]
 
     def bytes_in_use(self) -> int:
@@ -126,20 +126,23 @@ def _pool_slot(
         arena, held = _Arena(raw, base, pool_bytes, pin, {}), None
         STATE.pools.setdefault((pool, pin), []).append(arena)
     address = arena.base + offset
+    nbytes = extent_bytes(x)  # every call: layouts of one key may hold copies of other sizes
     if held is None:  # the slot's first use in this arena
-        nbytes = extent_bytes(x)
-        if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > pool_bytes:
+        if offset < 0 or nbytes > slot_bytes or offset + slot_bytes > arena.nbytes:
             raise ValueError(_misfit(nbytes, pool, pool_bytes, offset, slot_bytes))
         STATE.slot_addresses.add(address)
-    else:
-        torch.UntypedStorage._free_weak_ref(held[0])
-        nbytes = held[1]
     storage = torch._C._construct_storage_from_data_pointer(address, _CPU, slot_bytes)
-    arena.slots[offset] = (storage._weak_ref(), nbytes)
     try:
-        return torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
+        host = torch.empty(0, dtype=x.dtype).set_(storage, 0, x.size(), x.stride())
     except RuntimeError:  # x spans more than the slot: a graph run with other sizes
-        raise ValueError(_misfit(extent_bytes(x), pool, pool_bytes, offset, slot_bytes)) from None
+        del storage  # the slot stays as it was (free)
+        raise ValueError(_misfit(nbytes, pool, pool_bytes, offset, slot_bytes)) from None
+    # The new reference is stored before the old one is freed: an exception
+    # in between leaves a valid (expired) reference, never a dangling one.
+    arena.slots[offset] = (storage._weak_ref(), nbytes)
+    if held is not None:
+        torch.UntypedStorage._free_weak_ref(held[0])
+    return host
 
 
 def _misfit(nbytes: int, pool: str, pool_bytes: int, offset: int, slot_bytes: int) -> str:
