@@ -52,7 +52,9 @@ from offload_pass.planning.recompute import (
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
 from offload_pass.reporting.compile_record import CompileRecord, GraphTexts
-from offload_pass.compiled_graph import CompiledGraph, Replan, graph_copy, static_shapes
+from offload_pass.compiled_graph import (
+    CompiledGraph, Replan, carried_calibration, graph_copy, graph_key, static_shapes,
+)
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.rewriting.kernel_order import graph_order_pass
 from offload_pass.annotation.mlp_roles import mlp_roles
@@ -174,7 +176,13 @@ class OffloadBackend:
         device = _cuda_device(example_inputs)
         calibrate = device is not None and PassName.CALIBRATE not in self.config.disabled_passes
         pristine, why_not = (_pristine_copy(gm) if calibrate else (None, ""))
-        compiled, plan_index, simulate = compile_graph(gm, example_inputs, None, keep_simulator=pristine is not None)
+        # A calibration an earlier compile of this graph fitted: planned under from the first plan on.
+        key = graph_key(gm, example_inputs, device, self.config.simulator_settings()) if calibrate else ""
+        carried = carried_calibration(key) if key else None
+        compiled, plan_index, simulate = compile_graph(gm, example_inputs, carried, keep_simulator=pristine is not None)
+        if carried is not None and plan_index is not None:
+            log.info("offload_pass: graph %d planned under the calibration of an earlier compile, %s",
+                     plan_index, carried.describe())
         if plan_index is None or not calibrate:
             return CompiledGraph(self, compiled, active, plan_index)
         replan = Replan(
@@ -184,6 +192,7 @@ class OffloadBackend:
                 graph_copy(pristine), inputs, calibration, keep_simulator=True, prior=prior
             ),
             why_not,
+            key,
         )
         return CompiledGraph(self, compiled, active, plan_index, replan)
 
@@ -258,7 +267,8 @@ class OffloadBackend:
         """The pass, stage by stage. ``frame_root``: the qualified name of the
         module this graph's frame is the forward of, where known
         (``naming.frame_root_name``). ``calibration``: the re-plan's
-        (``compiled_graph.py``), None the first time; ``prior``: the plan a
+        (``compiled_graph.py``), or the first time one carried from an
+        earlier compile of the graph (None: none); ``prior``: the plan a
         re-plan replaces. ``keep_simulator``: keep the step simulator over
         the graphs returned, for a calibration."""
         annotate_requests(joint.graph, active[-1] if active else None)

@@ -117,6 +117,12 @@ class OffloadConfig:
     def cache_key(self) -> str:
         return repr(dataclasses.astuple(self))
 
+    def simulator_settings(self) -> tuple:
+        """The settings the step simulator's base (before any calibration)
+        depends on: a calibration fitted under other ones does not carry
+        over (``compiled_graph.graph_key``)."""
+        return (self.bandwidth_gbps, self.measure_kernels, self.pin_memory)
+
 
 def _is_int(value: object) -> bool:
     """An int that is not a bool (bool is an int subclass)."""

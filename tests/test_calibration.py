@@ -367,6 +367,53 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
     _assert_plain_inductors(grads, steps=10)
 
 
+def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(device_measured):
+    first_backend = _auto_backend(device_measured, _copy_bound_device)
+    _train(first_backend, steps=6)
+    assert len(first_backend.records) == 2
+    fitted = first_backend.plans[1].calibration
+    # Another backend, the same graph (after torch._dynamo.reset()): its
+    # first plan is the re-plan the first backend reached, without a re-plan.
+    second_backend = _auto_backend(device_measured, _copy_bound_device)
+    grads = _train(second_backend, steps=2)
+    carried = second_backend.plans[0]
+    assert carried.calibration == dataclasses.replace(
+        fitted, source=f"{fitted.source}, in an earlier compile of this graph"
+    )
+    assert carried.replan_reason is None and carried.measured is None
+    assert [g.members for g in carried.groups] == [g.members for g in first_backend.plans[1].groups]
+    assert carried.groups and len(carried.groups) < len(first_backend.plans[0].groups)
+    assert f"planned under the calibration of an earlier compile, {carried.calibration.describe()}" in str(carried)
+    _assert_plain_inductors(grads, steps=2)
+    # Forgotten, the same graph starts from the estimates again.
+    compiled_graph.forget_carried_calibrations()
+    third_backend = _auto_backend(device_measured, _copy_bound_device)
+    _train(third_backend, steps=1)
+    assert third_backend.plans[0].calibration is None
+    assert len(third_backend.plans[0].groups) == len(first_backend.plans[0].groups)
+
+
+def test_a_calibration_is_carried_only_to_the_same_graph_inputs_and_settings():
+    def graph(scale):
+        gm = torch.fx.symbolic_trace(lambda x: x * scale)
+        return gm
+
+    x = torch.randn(4, 8)
+    key = compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, True))
+    assert key == compiled_graph.graph_key(graph(2.0), [x.clone()], torch.device("cpu"), (None, True, True))
+    others = [
+        compiled_graph.graph_key(graph(3.0), [x], torch.device("cpu"), (None, True, True)),
+        compiled_graph.graph_key(graph(2.0), [torch.randn(4, 9)], torch.device("cpu"), (None, True, True)),
+        compiled_graph.graph_key(graph(2.0), [x.t()], torch.device("cpu"), (None, True, True)),
+        compiled_graph.graph_key(graph(2.0), [x.double()], torch.device("cpu"), (None, True, True)),
+        compiled_graph.graph_key(graph(2.0), [x.detach().requires_grad_(True)], torch.device("cpu"), (None, True, True)),
+        compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (30.0, True, True)),
+        compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, False)),
+    ]
+    assert key not in others and len(set(others)) == len(others)
+    assert offload_pass.OffloadConfig(bandwidth_gbps=30.0).simulator_settings() == (30.0, True, True)
+
+
 def test_a_prediction_within_three_percent_is_kept(device_measured):
     backend = _auto_backend(device_measured, lambda p: MeasuredCall(
         0, 1.02 * (p.forward_ms + p.forward_wait_ms), p.backward_ms + p.backward_wait_ms,

@@ -103,7 +103,8 @@ class OffloadPlan:
     # On CUDA (compiled_graph.py): the step simulator's prediction against
     # the fastest of three measured calls of this graph, and the calibration
     # this plan was planned under (None: planned from the estimates and
-    # measured kernels).
+    # measured kernels; without a ``replan_reason``: the one an earlier
+    # compile of the same graph fitted, compiled_graph.carried_calibration).
     measured: Optional["PredictionCheck"] = None
     calibration: Optional["Calibration"] = None
     replan_reason: Optional[ReplanReason] = None  # why it was planned again (with ``calibration``)
@@ -199,7 +200,9 @@ class OffloadPlan:
             lines.append(self.selection)
         if self.baseline is not None and self.prediction is not None:
             lines.extend(self._prediction_lines(self.baseline, self.prediction))
-        if self.calibration is not None:
+        if self.calibration is not None and self.replan_reason is None:
+            lines.append(f"planned under the calibration of an earlier compile, {self.calibration.describe()}")
+        elif self.calibration is not None:
             lines.append(f"planned again{_replanned_because(self.replan_reason)}, {self.calibration.describe()}")
         if self.measured is not None:
             lines.append(self.measured.describe())
