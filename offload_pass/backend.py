@@ -169,15 +169,16 @@ class OffloadBackend:
     ) -> Callable:
         """``mode`` / ``options`` are torch.compile's, passed on to Inductor."""
         active = active_marks()
+        patches = _inductor_patches(mode, options)
         compile_graph = functools.partial(
-            self._compile, _inductor_patches(mode, options), active, marks_digest(gm) + repr(active), frame_root_name(gm)
+            self._compile, patches, active, marks_digest(gm) + repr(active), frame_root_name(gm)
         )
         self._roots.update(marked_roots(gm))
         device = _cuda_device(example_inputs)
         calibrate = device is not None and PassName.CALIBRATE not in self.config.disabled_passes
         pristine, why_not = (_pristine_copy(gm) if calibrate else (None, ""))
         # A calibration an earlier compile of this graph fitted: planned under from the first plan on.
-        key = graph_key(gm, example_inputs, device, self.config.simulator_settings()) if calibrate else ""
+        key = graph_key(gm, example_inputs, device, _carry_settings(self.config, patches, device)) if calibrate else ""
         carried = carried_calibration(key) if key else None
         compiled, plan_index, simulate = compile_graph(gm, example_inputs, carried, keep_simulator=pristine is not None)
         if carried is not None and plan_index is not None:
@@ -604,6 +605,19 @@ def _pristine_copy(gm: fx.GraphModule) -> tuple[Optional[fx.GraphModule], str]:
         return graph_copy(gm), ""
     except Exception as error:  # a graph deepcopy cannot copy: measured, never planned again
         return None, f"its graph could not be copied for a second compile ({type(error).__name__}: {error})"
+
+
+def _carry_settings(config: OffloadConfig, patches: dict[str, Any], device: torch.device) -> tuple:
+    """What else a calibration's scales absorb besides the graph (its key,
+    ``compiled_graph.graph_key``): the config's settings that reach the
+    simulator or the runtime ops, torch.compile's mode and options, the
+    autocast state Dynamo guards on (the same code, other kernels), and
+    Inductor's and AOTAutograd's configs as set around the compile."""
+    configs = tuple(
+        getattr(module, "get_hash", lambda: b"")() for module in (inductor_config, torch._functorch.config)
+    )
+    autocast = (torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
+    return config.simulator_settings(), repr(sorted(patches.items())), autocast, configs
 
 
 def _cuda_device(example_inputs: Sequence[object]) -> Optional[torch.device]:

@@ -25,15 +25,17 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   at most twice more.
 
 Also gives ``graph_key`` and the calibrations carried between compiles:
-each fitted calibration's scales (node times, host time, bandwidth; not the
-peak offset, which belongs to the plan measured) are kept for the process
-by the graph's key (its code, its inputs' sizes, strides and dtypes, the
-device and the settings the simulator's base depends on). A later compile
-of the same graph (another backend, ``torch._dynamo.reset()``, a
-recompile) plans under them from its first plan on
-(``carried_calibration``), and is measured and checked like any plan: the
-same measurements behind the same graph's plans, and no compile spent on a
-re-plan they already answered. ``forget_carried_calibrations`` empties it.
+the scales of each calibration whose re-plan compiled (node times, host
+time, bandwidth; not the peak offset nor the time between forward and
+backward, which belong to the plan measured) are kept for the process
+(``REGISTRY.calibrations``; ``REGISTRY.reset()`` drops them) by the graph's
+key (its code, its inputs' sizes, strides, dtypes, devices and
+``requires_grad``, the device, and what else the scales absorb: see
+``backend._carry_settings``). A later compile of the same graph (another
+backend, ``torch._dynamo.reset()``, a recompile) plans under them from its
+first plan on (``carried_calibration``), and is measured and checked like
+any plan: the same measurements behind the same graph's plans, and no
+compile spent on a re-plan they already answered.
 """
 
 from __future__ import annotations
@@ -56,16 +58,14 @@ from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mar
 from offload_pass.planning.calibration import (
     Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration, nothing_to_decide, replan_reason,
 )
+from offload_pass.registry import REGISTRY
 from offload_pass.runtime.measure import CallMeasurement
 from offload_pass.runtime.state import STATE
 
 if TYPE_CHECKING:
     from offload_pass.backend import OffloadBackend
 
-__all__ = [
-    "CompiledGraph", "Replan", "carried_calibration", "forget_carried_calibrations", "graph_copy", "graph_key",
-    "static_shapes",
-]
+__all__ = ["CompiledGraph", "Replan", "carried_calibration", "graph_copy", "graph_key", "static_shapes"]
 
 log = logging.getLogger("offload_pass")
 
@@ -104,9 +104,8 @@ def static_shapes(gm: fx.GraphModule) -> bool:
 
 def graph_key(gm: fx.GraphModule, example_inputs: Sequence[object], device: torch.device, settings: object) -> str:
     """What a calibration of ``gm`` is carried by: the graph's code, its
-    inputs' sizes, strides, dtypes and devices, the device, and
-    ``settings`` (what the simulator's base depends on: the configured
-    bandwidth, kernel timing, pinned copies)."""
+    inputs' sizes, strides, dtypes, devices and ``requires_grad``, the
+    device, and ``settings`` (what else the calibration's scales absorb)."""
     parts = [gm.code, str(device), repr(settings)]
     for value in example_inputs:
         if isinstance(value, torch.Tensor):
@@ -116,27 +115,20 @@ def graph_key(gm: fx.GraphModule, example_inputs: Sequence[object], device: torc
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-# graph_key -> the scales of the latest calibration fitted for that graph.
-_CARRIED: dict[str, Calibration] = {}
-
-
 def carried_calibration(key: str) -> Optional[Calibration]:
     """The calibration a first compile of the graph ``key`` plans under (None: none fitted yet)."""
-    return _CARRIED.get(key)
-
-
-def forget_carried_calibrations() -> None:
-    _CARRIED.clear()
+    return REGISTRY.calibrations.get(key)
 
 
 def _carry(key: str, calibration: Calibration) -> None:
     """Keep ``calibration``'s scales for later compiles of the graph ``key``.
     The peak offset stays behind: it is what the timeline missed of the plan
     measured, and one plan's offset did not hold for another (HF Llama,
-    budget 0.4 on the H200: +6.6 %)."""
-    _CARRIED[key] = dataclasses.replace(
-        calibration, peak_offset=0, peak_measured=False, between_ms=0.0,
-        source=f"{calibration.source}, in an earlier compile of this graph",
+    budget 0.4 on the H200: +6.6 %). So does the time between forward and
+    backward, which holds the host's work of the plan measured."""
+    REGISTRY.calibrations[key] = dataclasses.replace(
+        calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True,
+        source=f"an earlier compile of this graph ({calibration.source})",
     )
 
 
@@ -295,8 +287,6 @@ class CompiledGraph:
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
-        if replan.key:
-            _carry(replan.key, calibration)
         self.replanned.append(reason)
         try:
             # As Dynamo compiles: the random state as it was (kernel timing
@@ -314,6 +304,8 @@ class CompiledGraph:
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         self.backend.plans[plan_index].replan_reason = reason
+        if replan.key:  # carried only once it compiled: a later first compile has no fallback
+            _carry(replan.key, calibration)
         log.info(
             "offload_pass: %s planned again as graph %d (%s): %s",
             plan.graph_id, plan_index, reason, calibration.describe(),

@@ -118,10 +118,13 @@ class OffloadConfig:
         return repr(dataclasses.astuple(self))
 
     def simulator_settings(self) -> tuple:
-        """The settings the step simulator's base (before any calibration)
-        depends on: a calibration fitted under other ones does not carry
-        over (``compiled_graph.graph_key``)."""
-        return (self.bandwidth_gbps, self.measure_kernels, self.pin_memory)
+        """The settings whose effect a calibration's scales absorb: the
+        simulator's base (configured bandwidth, kernel timing) and what the
+        runtime ops cost (pinned copies, the host pool). A calibration
+        fitted under other ones is not carried over (``compiled_graph.graph_key``)."""
+        return (
+            self.bandwidth_gbps, self.measure_kernels, self.pin_memory, PassName.HOST_POOL in self.disabled_passes,
+        )
 
 
 def _is_int(value: object) -> bool:

@@ -13,7 +13,8 @@ uses. It holds two kinds of things:
   none could be rebuilt without the user's call (the module names already
   go with their models, by weak reference);
 - caches and once-only warnings: the measured device profiles and kernel
-  times, and the
+  times, the calibrations fitted per graph (carried to later compiles of
+  the graph, ``compiled_graph.carried_calibration``), and the
   "marked but nothing offloaded" warnings already given. ``reset()`` drops
   them.
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     import torch.fx as fx
 
     from offload_pass.marking.roles import FusedRoles
+    from offload_pass.planning.calibration import Calibration
     from offload_pass.planning.cost_model import DeviceProfile
     from offload_pass.planning.kernel_timing import KernelTime
 
@@ -60,6 +62,9 @@ class Registry:
     # Extern kernel signature -> its measured device and host times (None:
     # could not be run alone), planning/kernel_timing.py.
     kernel_times: dict[str, Optional[KernelTime]] = dataclasses.field(default_factory=dict)
+    # compiled_graph.graph_key -> the scales of the latest calibration fitted
+    # for that graph (fitted against the profiles and kernel times above).
+    calibrations: dict[str, Calibration] = dataclasses.field(default_factory=dict)
     # "Marked for offload but nothing offloaded" warnings already given.
     warned_marks: set[str] = dataclasses.field(default_factory=set)
 
@@ -67,6 +72,7 @@ class Registry:
         """Drop the caches and the warnings given; keep the registrations."""
         self.device_profiles.clear()
         self.kernel_times.clear()
+        self.calibrations.clear()
         self.warned_marks.clear()
 
 

@@ -21,19 +21,9 @@ def _reset_dynamo():
 
 
 @pytest.fixture(autouse=True)
-def _no_carried_calibrations():
-    """A calibration another test fitted must never decide what a test sees."""
-    from offload_pass.compiled_graph import forget_carried_calibrations
-
-    forget_carried_calibrations()
-    yield
-    forget_carried_calibrations()
-
-
-@pytest.fixture(autouse=True)
 def _reset_offload_state():
-    """Each test starts with no warning given and no device profile cached,
-    whatever ran before; a test that leaves a mark running fails here
+    """Each test starts with no warning given and no device profile or
+    calibration cached, whatever ran before; a test that leaves a mark running fails here
     (``MarkStack.reset`` refuses while marks are active)."""
     yield
     REGISTRY.reset()

@@ -26,6 +26,7 @@ from offload_pass.planning.calibration import (
 )
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
 from offload_pass.planning.step_model import StepPrediction
+from offload_pass.registry import REGISTRY
 from offload_pass.units import format_bytes
 
 
@@ -378,18 +379,28 @@ def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(
     grads = _train(second_backend, steps=2)
     carried = second_backend.plans[0]
     assert carried.calibration == dataclasses.replace(
-        fitted, source=f"{fitted.source}, in an earlier compile of this graph"
+        fitted, source=f"an earlier compile of this graph ({fitted.source})", carried=True,
+        peak_offset=0, peak_measured=False, between_ms=0.0,
     )
+    assert "peak and time between forward and backward not carried" in carried.calibration.describe()
     assert carried.replan_reason is None and carried.measured is None
     assert [g.members for g in carried.groups] == [g.members for g in first_backend.plans[1].groups]
     assert carried.groups and len(carried.groups) < len(first_backend.plans[0].groups)
     assert f"planned under the calibration of an earlier compile, {carried.calibration.describe()}" in str(carried)
     _assert_plain_inductors(grads, steps=2)
-    # Forgotten, the same graph starts from the estimates again.
-    compiled_graph.forget_carried_calibrations()
+    # Under autocast (Dynamo guards on it: the same code, other kernels) or
+    # with another pinned-copy setting it is not carried; nor once forgotten.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fresh = _auto_backend(device_measured, _copy_bound_device)
+        _train(fresh, steps=1)
+    unpinned = offload_pass.make_backend(mode="auto", max_overhead=0.3, min_bytes=0, pin_memory=False)
+    device_measured.backend = unpinned
+    _train(unpinned, steps=1)
+    REGISTRY.reset()
     third_backend = _auto_backend(device_measured, _copy_bound_device)
     _train(third_backend, steps=1)
-    assert third_backend.plans[0].calibration is None
+    for backend in (fresh, unpinned, third_backend):
+        assert backend.plans[0].calibration is None, str(backend.plans[0])
     assert len(third_backend.plans[0].groups) == len(first_backend.plans[0].groups)
 
 
@@ -411,7 +422,8 @@ def test_a_calibration_is_carried_only_to_the_same_graph_inputs_and_settings():
         compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, False)),
     ]
     assert key not in others and len(set(others)) == len(others)
-    assert offload_pass.OffloadConfig(bandwidth_gbps=30.0).simulator_settings() == (30.0, True, True)
+    assert offload_pass.OffloadConfig(bandwidth_gbps=30.0).simulator_settings() == (30.0, True, True, False)
+    assert offload_pass.OffloadConfig(disabled_passes=("host_pool",)).simulator_settings()[-1] is True
 
 
 def test_a_prediction_within_three_percent_is_kept(device_measured):

@@ -240,6 +240,10 @@ class Calibration:
     between_ms: float = 0.0  # the host's time between forward and backward (MeasuredCall.between_ms)
     host_forward_scale: float = 1.0  # the host's time per node of the forward x this
     host_backward_scale: float = 1.0
+    # Fitted in an earlier compile of the same graph and carried to this one
+    # (compiled_graph.carried_calibration): its scales only, without the peak
+    # offset and the time between forward and backward of the plan measured.
+    carried: bool = False
 
     def times(self, times: NodeTimes) -> NodeTimes:
         return NodeTimes(
@@ -264,7 +268,9 @@ class Calibration:
         sign = "+" if self.peak_offset >= 0 else "-"
         alone = (
             f"{self.between_ms:.2f} ms between forward and backward; peak {sign}{format_bytes(abs(self.peak_offset))}"
-            if self.peak_measured else "peak and time between forward and backward not measured"
+            if self.peak_measured
+            else "peak and time between forward and backward not carried" if self.carried
+            else "peak and time between forward and backward not measured"
         )
         host = ""
         if (self.host_forward_scale, self.host_backward_scale) != (1.0, 1.0):

@@ -103,7 +103,7 @@ class OffloadPlan:
     # On CUDA (compiled_graph.py): the step simulator's prediction against
     # the fastest of three measured calls of this graph, and the calibration
     # this plan was planned under (None: planned from the estimates and
-    # measured kernels; without a ``replan_reason``: the one an earlier
+    # measured kernels; ``calibration.carried``: the scales an earlier
     # compile of the same graph fitted, compiled_graph.carried_calibration).
     measured: Optional["PredictionCheck"] = None
     calibration: Optional["Calibration"] = None
@@ -200,7 +200,7 @@ class OffloadPlan:
             lines.append(self.selection)
         if self.baseline is not None and self.prediction is not None:
             lines.extend(self._prediction_lines(self.baseline, self.prediction))
-        if self.calibration is not None and self.replan_reason is None:
+        if self.calibration is not None and self.calibration.carried:
             lines.append(f"planned under the calibration of an earlier compile, {self.calibration.describe()}")
         elif self.calibration is not None:
             lines.append(f"planned again{_replanned_because(self.replan_reason)}, {self.calibration.describe()}")
