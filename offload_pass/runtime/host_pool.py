@@ -17,8 +17,9 @@ is handed out as a tensor with a storage of its own (the slot's bytes), of
 which the pool keeps a weak reference only, so that the slot is known to be
 free exactly when nothing refers to that storage any more (autograd's saved
 copies, views and bare storage handles included). The slot's bounds within
-its buffer are checked on its first use; each copy's size by ``set_`` itself. A call that finds its slot still held
-(two forwards before one backward, one graph run for several layers) takes
+its buffer are checked on its first use; each copy's size by ``set_``
+itself. A call that finds its slot still held (two forwards before one
+backward, one graph run for several layers) takes
 the slot in the next buffer of the same layout ("arena"), allocating one if
 none is free: a slot is never written while a copy in it may still be read.
 """
