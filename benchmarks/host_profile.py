@@ -118,8 +118,7 @@ def _count_generated(out: str, variant: str) -> None:
         "del": r"^\s*del ", "assert": r"assert_size_stride\(",
     }
     lines = []
-    for key, module in sorted(PyCodeCache.modules.items() if isinstance(PyCodeCache.modules, dict) else
-                              enumerate(PyCodeCache.modules), key=lambda kv: str(kv[0])):
+    for module in PyCodeCache.modules:  # the modules loaded since the last variant (cleared below)
         path = getattr(module, "__file__", None)
         if not path or not os.path.exists(path):
             continue
@@ -131,7 +130,7 @@ def _count_generated(out: str, variant: str) -> None:
         lines.append(f"{os.path.basename(path)}: " + ", ".join(f"{k} {n}" for k, n in counts.items()))
     with open(os.path.join(out, f"generated_{variant}.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    PyCodeCache.modules.clear() if hasattr(PyCodeCache.modules, "clear") else None
+    PyCodeCache.modules.clear()
 
 
 def _breakdown(host_forwards, median_ms: float) -> None:
