@@ -404,6 +404,27 @@ def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(
     assert len(third_backend.plans[0].groups) == len(first_backend.plans[0].groups)
 
 
+def test_a_carried_plan_measured_off_is_planned_again_and_its_fit_carried_on(device_measured):
+    _train(_auto_backend(device_measured, _copy_bound_device), steps=6)
+    (key, fitted), = REGISTRY.calibrations.items()
+    # The device still stalls 3x the forward on copies, whatever the plan:
+    # the carried plan is measured off and planned again, from a fit of its
+    # own calls, which is then the one carried.
+    second_backend = _auto_backend(device_measured, _copy_bound_device)
+    grads = _train(second_backend, steps=10, every_step=True)
+    assert len(second_backend.records) == 2
+    carried, again = second_backend.plans
+    assert carried.calibration == fitted and carried.measured is not None and not carried.measured.within()
+    assert again.replan_reason == "prediction" and not again.calibration.carried
+    assert again.calibration.source == "graph 0, call 2 (the fastest of calls 2, 3, 4)"
+    assert REGISTRY.calibrations[key] != fitted
+    assert REGISTRY.calibrations == {key: dataclasses.replace(
+        again.calibration, source=f"an earlier compile of this graph ({again.calibration.source})", carried=True,
+        peak_offset=0, peak_measured=False, between_ms=0.0,
+    )}
+    _assert_plain_inductors(grads, steps=10)
+
+
 def test_a_calibration_is_carried_only_to_the_same_graph_inputs_and_settings():
     def graph(scale):
         gm = torch.fx.symbolic_trace(lambda x: x * scale)
