@@ -164,3 +164,80 @@ def test_release_and_wait_reload_make_the_compute_stream_wait(cuda_calls, monkey
     log.clear()
     ops._compute_stream_waits(x, {}, 7)  # no event: nothing to wait for
     assert log == []
+
+
+def _pretend_cuda(monkeypatch, ops, streams):
+    # The ops' bookkeeping of this test only: pretend copies leave no event
+    # behind for the next test to find pending.
+    for name in ("copy_out_events", "reload_events", "copy_sources", "slot_reads"):
+        monkeypatch.setattr(runtime.STATE, name, {})
+    monkeypatch.setattr(runtime.STATE, "unreleased_hosts", set())
+    monkeypatch.setattr(runtime.STATE, "stats", dict.fromkeys(runtime.STATE.stats, 0))
+    monkeypatch.setitem(runtime.STATE.streams, 0, streams)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda t: 0)
+
+
+def test_the_tensor_a_copy_reads_is_held_until_the_compute_stream_waited_for_the_copy(cuda_calls, monkeypatch):
+    # Inductor may hand ``offload`` a copy of the saved tensor made for the
+    # op's exact strides and free it as soon as the op returns; the
+    # asynchronous copy still reads it, and the allocator would give its
+    # memory to the next kernel. The op holds it until the release's wait.
+    import weakref
+
+    ops, streams, log, current = cuda_calls
+    _pretend_cuda(monkeypatch, ops, streams)
+    saved = torch.randn(4)
+    temporary = saved.clone()
+    host = ops._offload(temporary, False)
+    held = weakref.ref(temporary)
+    del temporary
+    assert held() is not None
+    copy_out = runtime.STATE.copy_out_events[host.data_ptr()]
+    ops._release(saved, host)
+    compute = streams.compute[(7, 0, 1)][0]
+    assert log[-1] == ("wait", copy_out, compute) and held() is None
+    assert runtime.STATE.copy_sources == {} and runtime.stats()["temporary_sources"] == 1
+    # The same tensor released as copied: held until the wait, not counted.
+    host = ops._offload(saved, False)
+    ops._release(saved, host)
+    assert runtime.STATE.copy_sources == {} and runtime.stats()["temporary_sources"] == 1
+    # A copy whose release never ran: its reload orders the compute stream
+    # after the copy-out before the tensor it read goes.
+    temporary = saved.clone()
+    host = ops._offload(temporary, False)
+    held = weakref.ref(temporary)
+    del temporary
+    copy_out = runtime.STATE.copy_out_events[host.data_ptr()]
+    monkeypatch.setattr(ops, "_reload_buffer", lambda h, device, align: torch.empty_like(h))
+    log.clear()
+    ops._reload(host, torch.device("cuda"))
+    assert log[0] == ("wait", copy_out, compute) and held() is None
+    assert ("wait", copy_out, streams.h2d) in log  # and the reload's copy after it too
+    assert runtime.STATE.copy_sources == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_temporary_handed_to_offload_is_not_reused_before_its_copy_landed():
+    # On the device: the copy stream kept busy, so the copy-out of a
+    # temporary queues behind; the temporary goes (as Inductor frees it),
+    # and the compute stream writes a new tensor of its size at once. Were
+    # the temporary's block handed out, the host copy would read 7s.
+    d2h, _ = runtime.streams_for(torch.device("cuda"))
+    saved = torch.randn(1 << 22, device="cuda")  # 16 MiB
+    want = saved.cpu()
+    # A first round takes the page-locked host block (its allocation may
+    # wait for the device) and the allocator's device blocks.
+    for _ in range(2):
+        temporary = saved.clone()
+        block = temporary.data_ptr()
+        if _ == 1:
+            with torch.cuda.stream(d2h):
+                torch.cuda._sleep(200_000_000)
+        host = runtime.offload(temporary, pin_memory=True, host_limit=-1)
+        del temporary
+        scribble = torch.full_like(saved, 7.0)
+        runtime.release(saved, host)
+        torch.cuda.synchronize()
+        assert torch.equal(host, want), (_, scribble.data_ptr() == block, host[:4], want[:4])
+        del host, scribble

@@ -12,7 +12,10 @@ implementation so Inductor can trace and schedule them:
   device copy stands in, with one warning: slower, never wrong.
 - ``release(x, host!)``: the compute stream waits for that event. It is the last
   use of ``x`` in the forward graph, so the graph frees ``x`` right after it, and
-  the wait makes that reuse safe without ``record_stream``. Declared as
+  the wait makes that reuse safe without ``record_stream``. The tensor the
+  copy reads is held until then too, whatever the graph does with it (the
+  compiler may hand ``offload`` a temporary copy of ``x`` and free it when
+  ``offload`` returns: ``STATE.copy_sources``). Declared as
   mutating ``host`` (not ``x``: see the op), and it raises if ``host`` is not
   the tensor an ``offload`` returned (a copy the compiler made in between).
 - ``reload(host) -> x``: host->device copy on the host->device stream into memory
@@ -214,6 +217,7 @@ def _copy_out(
     last_read = STATE.slot_reads.pop(address, None)
     event = _copy_on(streams, streams.d2h, host, x, last_read)
     STATE.copy_out_events[address] = event
+    STATE.copy_sources[address] = x
     return host
 
 
@@ -265,6 +269,11 @@ def _release(x: torch.Tensor, host: torch.Tensor) -> None:
             )
         STATE.unreleased_hosts.discard(host.data_ptr())
     _compute_stream_waits(x, STATE.copy_out_events, host.data_ptr())
+    # The copy's source may now be freed: the compute stream, where its
+    # memory would be reused, is ordered after the copy.
+    source = STATE.copy_sources.pop(host.data_ptr(), None)
+    if source is not None and source.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+        STATE.stats["temporary_sources"] += 1
 
 
 def _reload_buffer(host: torch.Tensor, device: torch.device, align: int) -> torch.Tensor:
@@ -300,6 +309,12 @@ def _reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.T
     # copy-out whose release never ran.
     address = host.data_ptr()
     copy_out = STATE.copy_out_events.pop(address, None)
+    if address in STATE.copy_sources:
+        # No release ran: the compute stream waits for the copy-out before
+        # the tensor it read can be freed.
+        if copy_out is not None:
+            _wait(copy_out, _compute_stream(streams)[0])
+        del STATE.copy_sources[address]
     event = _copy_on(streams, streams.h2d, out, host, copy_out)
     STATE.reload_events[out.data_ptr()] = event
     if address in STATE.slot_addresses:
@@ -348,7 +363,8 @@ wait_reload = torch.ops.offload_pass.wait_reload
 
 def pending_events() -> tuple[int, int]:
     """Events not yet consumed: (copy-out, reload). Both drop to zero after a
-    full step; tests use this to catch leaks."""
+    full step; tests use this to catch leaks (a copy-out's source is held
+    exactly as long as its event: ``STATE.copy_sources``)."""
     return len(STATE.copy_out_events), len(STATE.reload_events)
 
 

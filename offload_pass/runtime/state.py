@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 __all__ = ["CopyStreams", "RuntimeState", "STATE", "STAT_KEYS"]
 
 # Counters for tests and reports: copies and bytes in each direction.
-STAT_KEYS = ("offload_calls", "offload_bytes", "reload_calls", "reload_bytes", "fallback_calls")
+STAT_KEYS = (
+    "offload_calls", "offload_bytes", "reload_calls", "reload_bytes", "fallback_calls",
+    # Copy-outs whose release waited for another tensor than the one copied:
+    # the compiler handed ``offload`` a temporary of its own (kept alive by
+    # ``copy_sources`` until its copy landed).
+    "temporary_sources",
+)
 
 
 def _zero_stats() -> dict[str, int]:
@@ -61,6 +67,14 @@ class RuntimeState:
     # cannot alias two events.
     copy_out_events: dict[int, torch.cuda.Event] = dataclasses.field(default_factory=dict)
     reload_events: dict[int, torch.cuda.Event] = dataclasses.field(default_factory=dict)
+    # The device tensor each copy-out in flight reads, by its host copy's data
+    # pointer: held until the compute stream has waited for the copy (the
+    # release, or a reload whose release never ran). The graph's own
+    # reference is not enough: Inductor may hand ``offload`` a copy of the
+    # tensor made for the op's exact strides and free it as soon as the op
+    # returns, while the copy still reads it; the allocator then gave its
+    # memory to the next kernel (gradients 11 % off, now and then, on the H200).
+    copy_sources: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
     # Host copies made and not yet released, by data pointer. A release handed
     # any other host tensor means the compiler copied the host copy in between
     # (a CPU kernel that may read it before its copy-out has landed): an error,
