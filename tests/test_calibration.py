@@ -1,4 +1,4 @@
-"""The step simulator held to the device: calls 2-4 measured, one re-plan.
+"""The step simulator held to the device: calls 6-8 measured, one re-plan.
 
 The fit is a pure function (calibration.fit_calibration) over a simulator
 handed in. The backend's wiring (compiled_graph.py) runs on CUDA only; here
@@ -21,7 +21,7 @@ from offload_pass import compiled_graph
 from offload_pass.examples.models import make_decoder
 from offload_pass.enums import ReplanReason
 from offload_pass.planning.calibration import (
-    REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fastest_call, fit_calibration,
+    REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fit_calibration, median_call,
     replan_reason,
 )
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
@@ -67,33 +67,36 @@ def test_prediction_errors_are_relative_to_the_measured():
     assert "stalled on copies 1.00 + 0.00 ms; the host issued the forward in 11.50 ms), predicted" in host_bound.describe()
 
 
-def test_the_fastest_call_is_checked_with_the_highest_peak():
-    # Call 2 still warming up (a slow host, clocks ramping), call 3 steady
-    # and call 4 a little slower; the peaks differ by the allocator's
-    # rounding. The check is made against call 3's times and call 2's peak.
-    warm = MeasuredCall(2, 14.0, 25.0, 1.0, 0.5, 1300, host_forward_ms=13.0)
-    steady = MeasuredCall(3, 12.0, 24.0, 1.0, 0.5, 1250, between_ms=0.4, host_forward_ms=7.0)
-    later = MeasuredCall(4, 12.1, 24.0, 1.0, 0.5, 1260)
-    chosen = fastest_call([warm, steady, later])
-    assert (chosen.call, chosen.forward_ms, chosen.between_ms, chosen.host_forward_ms) == (3, 12.0, 0.4, 7.0)
-    assert chosen.peak == 1300 and chosen.of_calls == (2, 3, 4)
-    assert check_prediction(_prediction(), chosen).describe().startswith(
-        "measured on call 3 (the fastest of calls 2, 3, 4): step 36.40 ms"
-    )
-    # Between forward and backward is the host's (it is left out of the
-    # check): a call is not the fastest for a shorter wait there.
-    assert fastest_call([dataclasses.replace(steady, between_ms=5.0), later]).call == 3
+def test_the_median_call_is_checked_with_the_highest_peak():
+    # Call 6 slow (a host falling behind, a device clock dropping), calls 7
+    # and 8 near each other; the peaks differ by the allocator's rounding.
+    # The check is made against the median call's times, 8, and call 6's peak.
+    slow = MeasuredCall(6, 14.0, 25.0, 1.0, 0.5, 1300, host_forward_ms=13.0)
+    fast = MeasuredCall(7, 12.0, 24.0, 1.0, 0.5, 1250, between_ms=0.4, host_forward_ms=7.0)
+    middle = MeasuredCall(8, 12.1, 24.0, 1.0, 0.5, 1260, between_ms=0.6, host_forward_ms=7.5)
+    chosen = median_call([slow, fast, middle])
+    assert (chosen.call, chosen.forward_ms, chosen.between_ms, chosen.host_forward_ms) == (8, 12.1, 0.6, 7.5)
+    assert chosen.peak == 1300 and chosen.of_calls == (6, 7, 8) and chosen.of_work_ms == (39.0, 36.0, 36.1)
+    described = check_prediction(_prediction(), chosen).describe()
+    assert described.startswith("measured on call 8 (the median of calls 6, 7, 8): step 36.70 ms"), described
+    assert described.endswith("; forward and backward of calls 6, 7, 8: 39.00, 36.00, 36.10 ms"), described
+    # Of an even number, the faster of the middle two; the time between
+    # forward and backward is the host's (left out of the check): a call is
+    # not the median for a longer or shorter wait there.
+    assert median_call([dataclasses.replace(fast, between_ms=5.0), middle]).call == 7
+    assert median_call([fast, dataclasses.replace(middle, between_ms=0.0, forward_ms=11.0)]).call == 8
     # A peak not measured in one call is the others'; in none, not measured.
-    assert fastest_call([dataclasses.replace(warm, peak=None), steady]).peak == 1250
-    assert fastest_call([dataclasses.replace(steady, peak=None)]).peak is None
-    # The fastest call ran with other graphs (no peak, no time between
-    # measured), a slower one alone: its peak and its time between, no note.
-    crowded = dataclasses.replace(steady, peak=None, between_ms=0.0, peak_note="the step runs other graphs")
-    mixed = fastest_call([crowded, dataclasses.replace(later, between_ms=0.7)])
-    assert (mixed.call, mixed.forward_ms, mixed.peak, mixed.between_ms, mixed.peak_note) == (3, 12.0, 1260, 0.7, "")
-    assert fastest_call([crowded]).peak_note == "the step runs other graphs"
+    assert median_call([dataclasses.replace(slow, peak=None), fast, middle]).peak == 1260
+    assert median_call([dataclasses.replace(fast, peak=None)]).peak is None
+    assert "forward and backward of calls" not in check_prediction(_prediction(), fast).describe()
+    # The median call ran with other graphs (no peak, no time between
+    # measured), another one alone: its peak and its time between, no note.
+    crowded = dataclasses.replace(fast, peak=None, between_ms=0.0, peak_note="the step runs other graphs")
+    mixed = median_call([crowded, dataclasses.replace(middle, between_ms=0.7)])
+    assert (mixed.call, mixed.forward_ms, mixed.peak, mixed.between_ms, mixed.peak_note) == (7, 12.0, 1260, 0.7, "")
+    assert median_call([crowded]).peak_note == "the step runs other graphs"
     with pytest.raises(ValueError, match="no measured call"):
-        fastest_call([])
+        median_call([])
 
 
 def _measured_device(call: int) -> MeasuredCall:
@@ -299,6 +302,15 @@ def _decoder():
 
 INPUTS = (torch.randn(8, 128, 32),)
 
+# The calls measured (6, 7, 8), and the call at which their plan is checked
+# and, where off, planned again (9): the step counts below follow from them.
+MEASURED = tuple(range(
+    compiled_graph.FIRST_MEASURED_CALL, compiled_graph.FIRST_MEASURED_CALL + compiled_graph.MEASURED_CALLS
+))
+CHECKED = MEASURED[-1] + 1
+# The fixed figures are alike for every call: the median is the middle one.
+MEDIAN_OF_MEASURED = f"call {MEASURED[1]} (the median of calls {', '.join(map(str, MEASURED))})"
+
 
 def _nothing_marked(model):
     pass
@@ -349,28 +361,28 @@ def _auto_backend(device_measured, figures):
 
 def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured):
     backend = _auto_backend(device_measured, _copy_bound_device)
-    # Calls 2-4 measured, call 5 planned again, the new graph's calls 2-4
-    # (steps 6-8) measured, step 9 checks it: and nothing more.
-    grads = _train(backend, steps=10)
+    # Calls 6-8 measured, call 9 planned again, the new graph's calls 6-8
+    # (steps 14-16) measured, step 17 checks it: and nothing more.
+    grads = _train(backend, steps=2 * CHECKED)
     assert len(backend.records) == 2, [str(p) for p in backend.plans]
     first, second = backend.plans
     assert first.calibration is None and first.measured is not None and not first.measured.within()
     calibration = second.calibration
-    assert calibration is not None and calibration.source == "graph 0, call 2 (the fastest of calls 2, 3, 4)"
+    assert calibration is not None and calibration.source == f"graph 0, {MEDIAN_OF_MEASURED}"
     assert calibration.d2h_scale < 0.5 and calibration.forward_scale == pytest.approx(1.0)
     assert first.groups and len(second.groups) < len(first.groups), (str(first), str(second))
-    assert second.measured is not None and second.measured.measured.of_calls == (2, 3, 4)
+    assert second.measured is not None and second.measured.measured.of_calls == MEASURED
     assert second.replan_reason == "prediction"
     assert (
         "planned again (the prediction was off by more than 3%, or its stalls on copies by more than 1% of the step), "
         f"{calibration.describe()}"
     ) in str(second)
-    _assert_plain_inductors(grads, steps=10)
+    _assert_plain_inductors(grads, steps=2 * CHECKED)
 
 
 def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(device_measured):
     first_backend = _auto_backend(device_measured, _copy_bound_device)
-    _train(first_backend, steps=6)
+    _train(first_backend, steps=CHECKED + 1)
     assert len(first_backend.records) == 2
     fitted = first_backend.plans[1].calibration
     # Another backend, the same graph (after torch._dynamo.reset()): its
@@ -405,24 +417,24 @@ def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(
 
 
 def test_a_carried_plan_measured_off_is_planned_again_and_its_fit_carried_on(device_measured):
-    _train(_auto_backend(device_measured, _copy_bound_device), steps=6)
+    _train(_auto_backend(device_measured, _copy_bound_device), steps=CHECKED + 1)
     (key, fitted), = REGISTRY.calibrations.items()
     # The device still stalls 3x the forward on copies, whatever the plan:
     # the carried plan is measured off and planned again, from a fit of its
     # own calls, which is then the one carried.
     second_backend = _auto_backend(device_measured, _copy_bound_device)
-    grads = _train(second_backend, steps=10, every_step=True)
+    grads = _train(second_backend, steps=2 * CHECKED, every_step=True)
     assert len(second_backend.records) == 2
     carried, again = second_backend.plans
     assert carried.calibration == fitted and carried.measured is not None and not carried.measured.within()
     assert again.replan_reason == "prediction" and not again.calibration.carried
-    assert again.calibration.source == "graph 0, call 2 (the fastest of calls 2, 3, 4)"
+    assert again.calibration.source == f"graph 0, {MEDIAN_OF_MEASURED}"
     assert REGISTRY.calibrations[key] != fitted
     assert REGISTRY.calibrations == {key: dataclasses.replace(
         again.calibration, source=f"an earlier compile of this graph ({again.calibration.source})", carried=True,
         peak_offset=0, peak_measured=False, between_ms=0.0,
     )}
-    _assert_plain_inductors(grads, steps=10)
+    _assert_plain_inductors(grads, steps=2 * CHECKED)
 
 
 def test_a_calibration_is_carried_only_to_the_same_graph_inputs_and_settings():
@@ -452,7 +464,7 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
         0, 1.02 * (p.forward_ms + p.forward_wait_ms), p.backward_ms + p.backward_wait_ms,
         p.forward_wait_ms, p.backward_wait_ms, int(p.peak * 0.98),
     ))
-    _train(backend, steps=5)
+    _train(backend, steps=CHECKED)
     assert len(backend.records) == 1
     check = backend.plans[0].measured
     assert check.within() and check.peak_error == pytest.approx(0.02, abs=1e-3)
@@ -472,7 +484,7 @@ def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_meas
     )
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.8, min_bytes=0)
     device_measured.backend = backend
-    grads = _train(backend, steps=5)
+    grads = _train(backend, steps=CHECKED)
     assert len(backend.records) == 2
     first, second = backend.plans
     offset = second.calibration.peak_offset
@@ -481,7 +493,7 @@ def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_meas
     assert second.baseline.peak == first.baseline.peak + offset
     assert second.prediction.peak <= int(0.8 * first.baseline.peak) or "out of reach" in second.selection
     assert second.offloaded_bytes > first.offloaded_bytes, (str(first), str(second))
-    _assert_plain_inductors(grads, steps=5)
+    _assert_plain_inductors(grads, steps=CHECKED)
 
 
 def _peaks_five_percent_over(p: StepPrediction) -> MeasuredCall:
@@ -506,7 +518,7 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.5, min_bytes=0)
     device_measured.backend = backend
     with caplog.at_level("INFO", logger="offload_pass"):
-        grads = _train(backend, steps=13, mark=_attention_marked, every_step=True)
+        grads = _train(backend, steps=3 * CHECKED - 2, mark=_attention_marked, every_step=True)
     assert [p.replan_reason for p in backend.plans] == [None, "prediction", "budget"], [str(p) for p in backend.plans]
     first, second, third = backend.plans
     budget = first.budget
@@ -516,7 +528,7 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
     assert third.measured is not None and not third.measured.within()
     assert third.calibration.peak_offset == second.measured.measured.peak - second.prediction.timeline_peak
     assert third.calibration.peak_offset > second.calibration.peak_offset > 0
-    assert "planned again (the measured peak was over the budget), calibrated on graph 1, call 2" in str(third)
+    assert f"planned again (the measured peak was over the budget), calibrated on graph 1, call {MEASURED[1]}" in str(third)
     assert "graph 2 not planned again: planned again 2 times already (prediction, budget)" in caplog.text
     # The budget the plan says is the user's; the timeline's target beside it.
     offset = second.calibration.peak_offset
@@ -524,7 +536,7 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
         f"mode=budget ({format_bytes(budget)}; {format_bytes(budget - offset)} on the memory timeline, "
         f"which missed {format_bytes(offset)} at the measured peak): chose "
     ), second.selection
-    # Every plan's gradients, not only the last one's (steps 1-5, 6-9, 10-13).
+    # Every plan's gradients, not only the last one's (steps 1-9, 10-17, 18-25).
     _assert_plain_inductors(grads, steps=1, mark=_attention_marked)
 
 
@@ -536,7 +548,7 @@ def test_a_re_plan_skips_the_levels_out_of_reach_before(device_measured):
     device_measured.figures = _peaks_five_percent_over
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.45, min_bytes=0)
     device_measured.backend = backend
-    grads = _train(backend, steps=9, mark=_attention_marked, every_step=True)
+    grads = _train(backend, steps=2 * CHECKED - 1, mark=_attention_marked, every_step=True)
     assert [p.replan_reason for p in backend.plans] == [None, "prediction"], [str(p) for p in backend.plans]
     first, second = backend.plans
     assert "out of reach by offload and recompute" in first.selection
@@ -559,17 +571,17 @@ def test_calibrate_disabled_by_name_measures_nothing(device_measured):
     device_measured.figures = lambda p: pytest.fail("measured although calibrate is disabled")
     backend = offload_pass.make_backend(mode="auto", min_bytes=0, disabled_passes=("calibrate",))
     device_measured.backend = backend
-    _train(backend, steps=4)
+    _train(backend, steps=CHECKED)
     assert len(backend.records) == 1 and backend.plans[0].measured is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_calls_two_to_four_are_measured_on_the_device():
+def test_calls_six_to_eight_are_measured_on_the_device():
     """The real measurement (runtime/measure.py): the peak is the highest
-    torch.cuda reports over steps 2-4, the times are the fastest of those
+    torch.cuda reports over steps 6-8, the times are the median of those
     steps', and a re-plan, where there is one, keeps the gradients plain
     Inductor's."""
-    def run(backend, steps=10):
+    def run(backend, steps=2 * CHECKED):
         torch._dynamo.reset()
         torch.manual_seed(0)
         model = make_decoder(layers=2, hidden=256, heads=4).cuda()
@@ -596,8 +608,9 @@ def test_calls_two_to_four_are_measured_on_the_device():
     first = backend.plans[0]
     assert first.offloaded and first.measured is not None, str(first)
     measured = first.measured.measured
-    assert measured.of_calls == (2, 3, 4) and measured.call in (2, 3, 4)
-    assert measured.peak == max(peak for peak, _ in seen[1:4]), (measured, seen[1:4])
+    assert measured.of_calls == MEASURED and measured.call in MEASURED
+    steps = seen[MEASURED[0] - 1 : MEASURED[-1]]
+    assert measured.peak == max(peak for peak, _ in steps), (measured, steps)
     assert 0 < measured.step_ms <= seen[measured.call - 1][1]
     assert 0 <= measured.forward_wait_ms <= measured.forward_ms
     assert 0 <= measured.backward_wait_ms <= measured.backward_ms
@@ -606,7 +619,7 @@ def test_calls_two_to_four_are_measured_on_the_device():
         assert len(backend.records) == 1
     else:
         assert len(backend.records) == 2 and backend.plans[1].calibration is not None
-        assert backend.plans[1].measured is not None and backend.plans[1].measured.measured.of_calls == (2, 3, 4)
+        assert backend.plans[1].measured is not None and backend.plans[1].measured.measured.of_calls == MEASURED
     want, _ = run("inductor")
     # fp32 on the device: the copies move bytes, the gradients are bit-identical.
     for name in want:
@@ -621,7 +634,7 @@ def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measure
     # Its own input: Dynamo marks the sizes it saw dynamic on the tensor itself.
     inputs = tuple(x.clone() for x in INPUTS)
     with caplog.at_level("INFO", logger="offload_pass"):
-        for _ in range(5):
+        for _ in range(CHECKED):
             model.zero_grad(set_to_none=True)
             compiled(*inputs).backward()
     assert len(backend.records) == 1
@@ -639,7 +652,7 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
         raise RuntimeError("no second compile today")
 
     with caplog.at_level("WARNING", logger="offload_pass"):
-        for step in range(5):
+        for step in range(CHECKED):
             if step == 2:  # after the first compile kept its copy, before the re-plan
                 monkeypatch.setattr(backend_module, "graph_copy", broken)
             model.zero_grad(set_to_none=True)
@@ -647,4 +660,4 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert "graph 0 could not be planned again (RuntimeError: no second compile today); it keeps its plan" in caplog.text
     assert len(backend.records) == 1 and backend.plans[0].measured is not None
-    _assert_plain_inductors(grads, steps=5)
+    _assert_plain_inductors(grads, steps=CHECKED)

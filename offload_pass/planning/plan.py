@@ -101,7 +101,7 @@ class OffloadPlan:
     recompute_trials: tuple["Trial", ...] = ()
     recompute_skipped: tuple["Trial", ...] = ()
     # On CUDA (compiled_graph.py): the step simulator's prediction against
-    # the fastest of three measured calls of this graph, and the calibration
+    # the median of three measured calls of this graph, and the calibration
     # this plan was planned under (None: planned from the estimates and
     # measured kernels; ``calibration.carried``: the scales an earlier
     # compile of the same graph fitted, compiled_graph.carried_calibration).
