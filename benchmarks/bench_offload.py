@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -289,8 +289,14 @@ def run_model(compiled, x: torch.Tensor) -> torch.Tensor:
     return compiled(x)
 
 
-def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
-    torch._dynamo.reset()
+def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Optional[list] = None) -> dict:
+    """Compile, warm up and time one variant. ``kept`` (``--interleave``):
+    the variant's model stays alive and ``(result, timed_step)`` is appended
+    for ``interleave``; Dynamo's caches are then not reset between variants
+    (each variant's model is its own object, each backend its own: Dynamo
+    guards on both)."""
+    if kept is None:
+        torch._dynamo.reset()
     torch.manual_seed(0)
     model = build_model(args)
     mark = variant_mark(name, args.mark)
@@ -328,12 +334,31 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         model.zero_grad(set_to_none=True)
         forward().backward()
 
+    def timed_step() -> tuple[float, float, float]:
+        """One synchronized step: (step, forward) ms on the device, the host's ms to issue the forward."""
+        model.zero_grad(set_to_none=True)
+        start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        start.record()
+        host_start = time.perf_counter()
+        loss = forward()
+        host_ms = (time.perf_counter() - host_start) * 1e3
+        mid.record()
+        loss.backward()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end), start.elapsed_time(mid), host_ms
+
     result: dict = {"variant": name, "mark": mark}
     with torch._functorch.config.patch(**functorch_patches), torch._inductor.config.patch(**inductor_patches):
         try:
+            # Synchronized like the timed steps: the calls the backend
+            # measures (compiled_graph.FIRST_MEASURED_CALL) then run in the
+            # loop that is timed. The device's clock follows its load (the
+            # power cap): back to back it ran up to 10 % slower than
+            # synchronized step by step (H200, 2026-11-26).
             for _ in range(args.warmup):
                 step()
-            torch.cuda.synchronize()
+                torch.cuda.synchronize()
         except Exception as error:  # a peer mode that crashes is reported, not hidden
             result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
             traceback.print_exc(file=sys.stderr)
@@ -350,20 +375,8 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         loss.backward()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
-        times, forward_times, host_forward_times = [], [], []
-        for _ in range(args.steps):
-            model.zero_grad(set_to_none=True)
-            start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-            start.record()
-            host_start = time.perf_counter()
-            loss = forward()
-            host_forward_times.append((time.perf_counter() - host_start) * 1e3)
-            mid.record()
-            loss.backward()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-            forward_times.append(start.elapsed_time(mid))
+        del loss
+        times, forward_times, host_forward_times = map(list, zip(*(timed_step() for _ in range(args.steps))))
         # The same steps back to back, without a synchronize between them:
         # the host runs ahead, and its own time (launches, Python, autograd)
         # is hidden wherever the device is the slower; a synchronized step
@@ -407,7 +420,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
-        # The device's check of each plan's prediction (the fastest of calls 2-4 of its graph,
+        # The device's check of each plan's prediction (the fastest of calls 6-8 of its graph,
         # compiled_graph.py), before and after a re-plan, and the calibrations.
         result["checks"] = [
             {
@@ -443,9 +456,36 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor) -> dict:
         "offloaded_tensors": len(plan.offloaded) if plan else None,
         "offloaded_mib_by_role": by_role,
     })
-    del compiled, model, loss
+    if kept is not None:
+        kept.append((result, timed_step))
+        return result
+    del compiled, model
     torch.cuda.empty_cache()
     return result
+
+
+def interleave(kept: list[tuple[dict, Callable]], rounds: int, steps: int) -> None:
+    """Time the kept variants again, round-robin: ``rounds`` rounds of
+    ``steps`` synchronized steps of each variant in turn. The device's speed
+    drifts over a run (its clock follows its load and temperature under the
+    power cap: on an H200 one plan's median step moved by 2.5 % between
+    rows of one process), and variants timed one after the other carry that
+    drift into their slowdowns; interleaved, each variant sees the same
+    device. ``step_ms`` (and ``forward_ms``, ``backward_ms``,
+    ``host_forward_ms``) become the medians over the rounds; the figures
+    timed right after each variant's warm-up stay as ``*_alone``."""
+    timed: list[list[tuple[float, float, float]]] = [[] for _ in kept]
+    for _ in range(rounds):
+        for i, (_, timed_step) in enumerate(kept):
+            timed[i] += [timed_step() for _ in range(steps)]
+    for (result, _), runs in zip(kept, timed):
+        for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms"):
+            result[f"{key}_alone"] = result[key]
+        result["step_ms"] = statistics.median(t for t, _, _ in runs)
+        result["forward_ms"] = statistics.median(f for _, f, _ in runs)
+        result["backward_ms"] = statistics.median(t - f for t, f, _ in runs)
+        result["host_forward_ms"] = statistics.median(h for _, _, h in runs)
+        result["interleaved_steps"] = len(runs)
 
 
 def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
@@ -514,10 +554,10 @@ def main() -> None:
     p.add_argument("--mark", default="all")
     p.add_argument("--min-bytes", type=int, default=1 << 20)
     p.add_argument(
-        "--warmup", type=int, default=13,
-        help="steps before the timed ones: 13 covers the measured calls 2-4 of a graph, its re-plan at call 5, "
-        "the re-planned graph's measured calls, a second re-plan (mode=budget, a measured peak over the budget) "
-        "and its measured calls",
+        "--warmup", type=int, default=26,
+        help="steps before the timed ones: 26 covers the measured calls 6-8 of a graph, its re-plan at call 9, "
+        "the re-planned graph's measured calls (steps 14-16), a second re-plan at step 17 (mode=budget, a "
+        "measured peak over the budget) and its measured calls (steps 22-24, checked at 25)",
     )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument(
@@ -528,6 +568,12 @@ def main() -> None:
     )
     p.add_argument("--profile", action="store_true", help="profile one step of each offloading variant")
     p.add_argument("--trace-dir", default=None, help="with --profile: keep each chrome trace there (gzip)")
+    p.add_argument(
+        "--interleave", type=int, default=0, metavar="ROUNDS",
+        help="after every variant is compiled and warmed up, time them again round-robin: ROUNDS rounds of "
+        "--steps synchronized steps each (the headline step times then come from these rounds; the device's "
+        "drift over the run falls on every variant alike). Keeps every variant's model alive.",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
     # PyTorch's pass is driven by joint_custom_pre_pass, which the compile
@@ -544,9 +590,14 @@ def main() -> None:
     # with nothing to copy does not measure it, and would go unpredicted.
     device_profile(torch.device("cuda"))
     results = []
+    kept: Optional[list] = [] if args.interleave else None
+    if kept is not None:
+        # Every variant's graphs stay compiled side by side (no reset between them).
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 512)
     for variant in args.variants.split(","):
         began = time.perf_counter()
-        results.append(run_variant(variant, args, x))
+        results.append(run_variant(variant, args, x, kept))
         r = results[-1]
         r["wall_s"] = time.perf_counter() - began  # compile, warm-up and the measured steps
         print(
@@ -558,6 +609,10 @@ def main() -> None:
         if args.json:  # partial results survive a time limit
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "bandwidth_gbps": bandwidth, "results": results}, f, indent=2)
+    if kept:
+        began = time.perf_counter()
+        interleave(kept, args.interleave, args.steps)
+        print(f"[{time.perf_counter() - began:.0f} s] interleaved: {args.interleave} rounds", file=sys.stderr, flush=True)
     derive(results, bandwidth)
     report = {
         "device": torch.cuda.get_device_name(),
