@@ -289,6 +289,13 @@ def run_model(compiled, x: torch.Tensor) -> torch.Tensor:
     return compiled(x)
 
 
+def _own_inductor() -> Callable:
+    """Plain Inductor as a backend object of its own (see ``run_variant``)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return lambda gm, example_inputs: compile_fx(gm, example_inputs)
+
+
 def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Optional[list] = None) -> dict:
     """Compile, warm up and time one variant. ``kept`` (``--interleave``):
     the variant's model stays alive and ``(result, timed_step)`` is appended
@@ -323,6 +330,11 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         forward_context = lambda: torch.autograd.graph.save_on_cpu(pin_memory=True)  # noqa: E731
     elif kind != "inductor":
         raise SystemExit(f"unknown variant {name!r}")
+    if kept is not None and backend == "inductor":
+        # Dynamo takes two "inductor" backends for one and would serve this
+        # variant the graph an earlier one compiled under other patches
+        # (recompute(B) ran plain Inductor's partition): a backend of its own.
+        backend = _own_inductor()
     # "save_on_cpu(eager)": the same hooks around the model run eagerly.
     compiled = model if name.endswith("(eager)") else torch.compile(model, backend=backend)
 
