@@ -432,7 +432,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
-        # The device's check of each plan's prediction (the fastest of calls 6-8 of its graph,
+        # The device's check of each plan's prediction (the median of calls 6-8 of its graph,
         # compiled_graph.py), before and after a re-plan, and the calibrations.
         result["checks"] = [
             {

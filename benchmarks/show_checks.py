@@ -1,6 +1,6 @@
 """Print, per variant of a bench_offload.py JSON file, the step and peak
 measured by the benchmark against the step simulator's prediction, and the
-device's check of each plan (the fastest of calls 6-8 of its graph, before and after a
+device's check of each plan (the median of calls 6-8 of its graph, before and after a
 re-plan): python benchmarks/show_checks.py OUT/name.json"""
 
 from __future__ import annotations

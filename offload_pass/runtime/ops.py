@@ -265,7 +265,10 @@ def _release(x: torch.Tensor, host: torch.Tensor) -> None:
     # The copy's source may now be freed: the compute stream, where its
     # memory would be reused, is ordered after the copy.
     source = STATE.copy_sources.pop(host.data_ptr(), None)
-    if source is not None and source.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+    if (
+        source is not None and source is not x  # the graph's own buffer: the same object
+        and source.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    ):
         STATE.stats["temporary_sources"] += 1
 
 
