@@ -166,7 +166,7 @@ def test_release_and_wait_reload_make_the_compute_stream_wait(cuda_calls, monkey
     assert log == []
 
 
-def _pretend_cuda(monkeypatch, ops, streams):
+def _pretend_cuda(monkeypatch, streams):
     # The ops' bookkeeping of this test only: pretend copies leave no event
     # behind for the next test to find pending.
     for name in ("copy_out_events", "reload_events", "copy_sources", "slot_reads"):
@@ -186,7 +186,7 @@ def test_the_tensor_a_copy_reads_is_held_until_the_compute_stream_waited_for_the
     import weakref
 
     ops, streams, log, current = cuda_calls
-    _pretend_cuda(monkeypatch, ops, streams)
+    _pretend_cuda(monkeypatch, streams)
     saved = torch.randn(4)
     temporary = saved.clone()
     host = ops._offload(temporary, False)
