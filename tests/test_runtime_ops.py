@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import offload_pass
 from offload_pass import runtime
+from offload_pass.examples.models import make_decoder
 from offload_pass.runtime.state import CopyStreams
 
 
@@ -31,7 +33,25 @@ def test_schemas_declare_what_the_ops_write():
         for name, op in runtime.OPS.items()
     }
     assert written == {"offload": [], "release": ["host"], "reload": [], "wait_reload": ["x"]}
-    assert torch.Tag.needs_exact_strides in runtime.OPS["offload"].tags
+    # offload's input is laid out by the package's own constraint (one
+    # buffer, realized, with its fake value's strides), not by a tag that
+    # made Inductor copy a value it had not realized (rewriting/copy_source.py).
+    from torch._inductor.lowering import maybe_layout_constraints
+
+    from offload_pass.rewriting.copy_source import offload_input_layout
+
+    assert maybe_layout_constraints(runtime.OPS["offload"]) is offload_input_layout
+    assert torch.Tag.needs_exact_strides not in runtime.OPS["offload"].tags
+    # ... and still after the op's first lowering: Inductor's implicit
+    # fallback for an op without a lowering registered the default
+    # constraint over a bare one (torch 2.13).
+    model = make_decoder(layers=1, hidden=16, heads=2)
+    offload_pass.offload_modules(model, "layers.*.mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(torch.randn(2, 8, 16)).sum().backward()
+    assert backend.plans[-1].offloaded
+    assert maybe_layout_constraints(runtime.OPS["offload"]) is offload_input_layout
 
 
 def test_round_trip_through_the_dispatcher_with_named_settings():

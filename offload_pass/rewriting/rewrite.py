@@ -35,6 +35,7 @@ from offload_pass.config import OffloadConfig
 from offload_pass.enums import CopyKind, PassName
 from offload_pass.planning.lifetimes import CopyLifetime
 from offload_pass.planning.plan import OffloadPlan
+from offload_pass.rewriting import copy_source  # noqa: F401  (Inductor's layout of offload's input)
 from offload_pass.runtime import OPS, PAGE_BYTES, extent_bytes
 from offload_pass.planning.saved_set import saved_positions
 
@@ -100,11 +101,6 @@ def _new_node(graph: fx.Graph, target, args: tuple, fake_mode, name: Optional[st
     fake_args = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
     with fake_mode:
         node.meta["val"] = target(*fake_args)
-    if target is OPS["offload"]:
-        # Inductor honours the op's needs_exact_strides tag only with these:
-        # the copy's source then has exactly its fake value's strides, so the
-        # host copy is the graph's output as it is (see runtime.ops._EXACT_STRIDES).
-        node.meta["eager_input_vals"] = (tuple(fake_args), {})
     return node
 
 

@@ -46,13 +46,6 @@ __all__ = [
     "stats", "reset_stats", "streams_for", "pending_events",
 ]
 
-# Inductor may give a custom op's input another layout than its fake value
-# has (a clone it lays out as its consumer prefers); the host copy then has
-# those strides, and Inductor copies it back to the fake's strides before the
-# graph returns it. Exact strides keep the copy the graph's own output.
-_EXACT_STRIDES = tuple(t for t in (getattr(torch.Tag, "needs_exact_strides", None),) if t is not None)
-
-
 def stats() -> dict[str, int]:
     return dict(STATE.stats)
 
@@ -347,7 +340,8 @@ _SCHEMAS = {
     "offload": (
         "offload(Tensor x, bool pin_memory=True, SymInt host_limit=-1, str pool=\"\", SymInt pool_bytes=0, "
         "SymInt offset=0, SymInt slot_bytes=0) -> Tensor",
-        _offload, _offload_fake, _EXACT_STRIDES,
+        # Inductor lays ``x`` out as its fake value (rewriting/copy_source.py).
+        _offload, _offload_fake, (),
     ),
     "release": ("release(Tensor x, Tensor(a!) host) -> ()", _release, _no_result, ()),
     "reload": ("reload(Tensor host, Device device, SymInt align=0) -> Tensor", _reload, _reload_fake, ()),
