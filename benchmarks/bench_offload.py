@@ -360,6 +360,19 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         torch.cuda.synchronize()
         return start.elapsed_time(end), start.elapsed_time(mid), host_ms
 
+    def unsynced_steps() -> float:
+        """``args.steps`` steps back to back, nothing synchronized between
+        them (as a training loop runs): the mean step, ms."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(args.steps):
+            model.zero_grad(set_to_none=True)
+            forward().backward()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / args.steps
+
     result: dict = {"variant": name, "mark": mark}
     with torch._functorch.config.patch(**functorch_patches), torch._inductor.config.patch(**inductor_patches):
         try:
@@ -393,14 +406,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # the host runs ahead, and its own time (launches, Python, autograd)
         # is hidden wherever the device is the slower; a synchronized step
         # exposes it. The step simulator predicts the device's work alone.
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(args.steps):
-            model.zero_grad(set_to_none=True)
-            forward().backward()
-        end.record()
-        torch.cuda.synchronize()
-        result["unsynced_step_ms"] = start.elapsed_time(end) / args.steps
+        result["unsynced_step_ms"] = unsynced_steps()
         if args.profile and kind != "inductor":
             trace = None
             if args.trace_dir:
@@ -469,34 +475,41 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         "offloaded_mib_by_role": by_role,
     })
     if kept is not None:
-        kept.append((result, timed_step))
+        kept.append((result, timed_step, unsynced_steps))
         return result
     del compiled, model
     torch.cuda.empty_cache()
     return result
 
 
-def interleave(kept: list[tuple[dict, Callable]], rounds: int, steps: int) -> None:
-    """Time the kept variants again, round-robin: ``rounds`` rounds of
-    ``steps`` synchronized steps of each variant in turn. The device's speed
+def interleave(kept: list[tuple[dict, Callable, Callable]], rounds: int, steps: int) -> None:
+    """Time the kept variants again, round-robin: ``rounds`` rounds of, for
+    each variant in turn, ``steps`` synchronized steps and ``steps`` steps
+    back to back. The device's speed
     drifts over a run (its clock follows its load and temperature under the
     power cap: on an H200 one plan's median step moved by 2.5 % between
     rows of one process), and variants timed one after the other carry that
     drift into their slowdowns; interleaved, each variant sees the same
     device. ``step_ms`` (and ``forward_ms``, ``backward_ms``,
-    ``host_forward_ms``) become the medians over the rounds; the figures
-    timed right after each variant's warm-up stay as ``*_alone``."""
+    ``host_forward_ms``) become the medians over the rounds' synchronized
+    steps, ``unsynced_step_ms`` the median of the rounds' back-to-back
+    means; the figures timed right after each variant's warm-up stay as
+    ``*_alone``."""
     timed: list[list[tuple[float, float, float]]] = [[] for _ in kept]
+    unsynced: list[list[float]] = [[] for _ in kept]
     for _ in range(rounds):
-        for i, (_, timed_step) in enumerate(kept):
+        for i, (_, timed_step, unsynced_steps) in enumerate(kept):
             timed[i] += [timed_step() for _ in range(steps)]
-    for (result, _), runs in zip(kept, timed):
-        for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms"):
+            unsynced[i].append(unsynced_steps())
+    for (result, _, _), runs, means in zip(kept, timed, unsynced):
+        for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms", "unsynced_step_ms"):
             result[f"{key}_alone"] = result[key]
         result["step_ms"] = statistics.median(t for t, _, _ in runs)
         result["forward_ms"] = statistics.median(f for _, f, _ in runs)
         result["backward_ms"] = statistics.median(t - f for t, f, _ in runs)
         result["host_forward_ms"] = statistics.median(h for _, _, h in runs)
+        result["unsynced_step_ms"] = statistics.median(means)
+        result["unsynced_rounds_ms"] = means
         result["interleaved_steps"] = len(runs)
 
 
@@ -517,6 +530,8 @@ def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
         r["R"] = r["peak_reduction_mib"] / offloaded if offloaded else None
         r["R_boundary"] = r["boundary_reduction_mib"] / offloaded if offloaded else None
         r["slowdown"] = r["step_ms"] / ref["step_ms"]
+        # Steps back to back, as a training loop runs them (the host ahead).
+        r["unsynced_slowdown"] = r["unsynced_step_ms"] / ref["unsynced_step_ms"]
         out_ms = offloaded * 2**20 / (bandwidth["d2h"] * 1e9) * 1e3
         in_ms = offloaded * 2**20 / (bandwidth["h2d"] * 1e9) * 1e3
         r["floor_ms"] = max(ref["step_ms"], out_ms)
@@ -647,7 +662,7 @@ def main() -> None:
             print(f"{r['variant']}: profile {json.dumps(r['profile'])}")
     cols = [
         "variant", "step_ms", "forward_ms", "host_forward_ms", "peak_mib", "boundary_mib", "offloaded_mib",
-        "peak_reduction_mib", "R", "R_boundary", "slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2",
+        "peak_reduction_mib", "R", "R_boundary", "slowdown", "unsynced_slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2",
     ]
     if any(r.get("predicted_step_ms") for r in results):
         cols += ["freed_vs_window", "predicted_slowdown", "predicted_step_error", "predicted_peak_error"]

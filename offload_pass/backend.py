@@ -422,6 +422,7 @@ def _partition_and_plan(
     plan = schedule.plan
     plan.recompute_level = level
     plan.budget = budget
+    plan.max_overhead = config.max_overhead if config.mode == Mode.AUTO else None
     plan.calibration = calibration
     if times is not None:
         plan.baseline = reference

@@ -17,7 +17,8 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   (``plan.measured``). Where ``calibration.replan_reason`` gives a reason
   (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %,
   or the stalls on copies by more than ``STALL_TOLERANCE``, 1 % of the step;
-  under mode="budget", a measured peak over the budget), the next call with
+  under mode="budget", a measured peak over the budget; under mode="auto",
+  measured stalls that put the step over ``max_overhead``), the next call with
   gradients on fits a ``Calibration`` (``planning/calibration.py``) and
   compiles the graph once more under it, from that call's inputs: a new
   record whose plan says what it was calibrated by and why
@@ -57,7 +58,8 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fit_calibration, median_call, nothing_to_decide, replan_reason,
+    Calibration, MeasuredCall, check_prediction, fit_calibration, median_call, nothing_to_decide, predicts_alike,
+    replan_reason,
 )
 from offload_pass.registry import REGISTRY
 from offload_pass.runtime.measure import CallMeasurement
@@ -279,7 +281,9 @@ class CompiledGraph:
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
-        reason = replan_reason(check, plan.budget, self.replanned, plan.candidates)
+        reason = replan_reason(
+            check, plan.budget, self.replanned, plan.candidates, plan.max_overhead, plan.baseline
+        )
         if reason is None or replan.compile is None or replan.simulate is None:
             if reason is not None:
                 why = replan.why_not or "no step simulator was kept for its graphs"
@@ -294,6 +298,13 @@ class CompiledGraph:
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
+        if predicts_alike(replan.simulate(calibration), check.predicted):
+            log.info(
+                "offload_pass: %s not planned again (%s): %s predicts this plan as it was predicted, so it would "
+                "plan the same", plan.graph_id, reason, calibration.describe(),
+            )
+            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            return
         self.replanned.append(reason)
         try:
             # As Dynamo compiles: the random state as it was (kernel timing

@@ -24,7 +24,9 @@ above what was allocated when the forward started). Gives:
 - ``replan_reason``: whether a measured plan is planned once more, and why:
   a prediction off by more than its tolerance (the first re-plan
   only), or, under mode="budget", a measured peak over the budget the plan
-  predicted it within (once). A graph is planned at most twice more.
+  predicted it within (once), or, under mode="auto", measured stalls that
+  put the step over ``max_overhead`` (``overhead_as_measured``; once). A
+  graph is planned at most twice more.
 
 Pure functions over plain data: the simulator is handed in as a callable, so
 everything here is testable without a device.
@@ -44,7 +46,7 @@ from offload_pass.units import format_bytes
 
 __all__ = [
     "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck", "Calibration", "check_prediction",
-    "fit_calibration", "median_call", "nothing_to_decide", "replan_reason",
+    "fit_calibration", "median_call", "nothing_to_decide", "overhead_as_measured", "predicts_alike", "replan_reason",
 ]
 
 log = logging.getLogger("offload_pass")
@@ -217,8 +219,45 @@ def nothing_to_decide(candidates: Optional[int], budget: Optional[int]) -> bool:
     return candidates == 0 and budget is None
 
 
+def overhead_as_measured(check: PredictionCheck, without_offload: StepPrediction) -> float:
+    """The plan's slowdown over no offload (0.02 = 2 %) as the step
+    simulator predicted it, with its predicted stalls on copies replaced by
+    the measured ones: what a plan costs is its stalls and the host's and
+    device's work its copies add, and of these the stalls are what the
+    device measures apart (the step without offload is not run). Both
+    sides are the graphs' work: the host's time between forward and
+    backward is left out (``PredictionCheck.step_error``)."""
+    p, m = check.predicted, check.measured
+    base = without_offload.step_ms - without_offload.between_ms
+    if base <= 0:
+        return 0.0
+    stalls = (m.forward_wait_ms + m.backward_wait_ms) - (p.forward_wait_ms + p.backward_wait_ms)
+    return (p.step_ms - p.between_ms + stalls) / base - 1
+
+
+def predicts_alike(a: StepPrediction, b: StepPrediction, rel: float = 1e-3) -> bool:
+    """Whether two predictions of one plan agree (step, stalls and peak
+    within ``rel``): a calibration that predicts the plan measured as its own
+    did would plan it the same (a stall no bandwidth explains holds the fit
+    at ``_SCALE_RANGE``'s bound, where the plan was calibrated already)."""
+    pairs = (
+        (a.step_ms - a.between_ms, b.step_ms - b.between_ms),
+        (a.forward_wait_ms + a.backward_wait_ms, b.forward_wait_ms + b.backward_wait_ms),
+        (float(a.peak), float(b.peak)),
+    )
+    scale = max(a.step_ms - a.between_ms, 1e-9)
+    return all(
+        math.isclose(x, y, rel_tol=rel, abs_tol=rel * scale if i < 2 else 0.0) for i, (x, y) in enumerate(pairs)
+    )
+
+
 def replan_reason(
-    check: PredictionCheck, budget: Optional[int], done: Sequence[ReplanReason], candidates: Optional[int] = None
+    check: PredictionCheck,
+    budget: Optional[int],
+    done: Sequence[ReplanReason],
+    candidates: Optional[int] = None,
+    max_overhead: Optional[float] = None,
+    without_offload: Optional[StepPrediction] = None,
 ) -> Optional[ReplanReason]:
     """Why the plan ``check`` measured is planned once more (None: it is
     kept). ``budget``: mode="budget"'s peak in bytes (None: no budget);
@@ -235,7 +274,18 @@ def replan_reason(
     a re-plan for its prediction too (HF Llama at budget 0.8 on the H200:
     2075 MiB measured against 2070, 2057 after). A plan
     that predicted its peak over the budget already said it could not
-    reach it; planning it again would not either."""
+    reach it; planning it again would not either.
+
+    ``max_overhead`` (mode="auto"; None: another mode) is a promise about
+    the measured slowdown: a plan whose measured stalls put it over
+    ``max_overhead`` + ``STALL_TOLERANCE`` (``overhead_as_measured``, with
+    ``without_offload`` the prediction without offload) is planned once
+    more under a calibration fitted to those stalls, after a re-plan for
+    its prediction too: a first plan measured within its tolerances has
+    its stalls within ``STALL_TOLERANCE`` of the predicted, so this is the
+    re-plan's own plan measured off (the test decoder at max_overhead 1 %
+    on the H200: 0.49 ms of stalls measured, none predicted, after its
+    re-plan)."""
     if nothing_to_decide(candidates, budget):
         return None
     if not done and not check.within():
@@ -243,6 +293,9 @@ def replan_reason(
     if check.measured.peak is not None and budget is not None and ReplanReason.BUDGET not in done:
         if check.predicted.peak <= budget < check.measured.peak:
             return ReplanReason.BUDGET
+    if max_overhead is not None and without_offload is not None and ReplanReason.OVERHEAD not in done:
+        if overhead_as_measured(check, without_offload) > max_overhead + STALL_TOLERANCE:
+            return ReplanReason.OVERHEAD
     return None
 
 

@@ -93,6 +93,9 @@ class OffloadPlan:
     selection: Optional[str] = None
     # mode="budget": the peak to reach, bytes (scheduling.budget_bytes).
     budget: Optional[int] = None
+    # mode="auto": the slowdown allowed (OffloadConfig.max_overhead), which
+    # the measured stalls are checked against (calibration.replan_reason).
+    max_overhead: Optional[float] = None
     # mode="budget" past what offload alone reaches: the activation_memory_budget
     # PyTorch's partitioner ran under for this plan (planning/recompute.py),
     # every partition tried, as predicted (the first is offload alone), and
@@ -231,6 +234,11 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
         )
     if reason == ReplanReason.BUDGET:
         return " (the measured peak was over the budget)"
+    if reason == ReplanReason.OVERHEAD:
+        return (
+            f" (the measured stalls on copies put the step over max_overhead by more than {STALL_TOLERANCE:.0%} "
+            "of the step)"
+        )
     return ""
 
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
