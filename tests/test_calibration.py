@@ -444,7 +444,7 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
     _assert_plain_inductors(grads, steps=3 * CHECKED - 1)
 
 
-def test_auto_measured_over_max_overhead_is_planned_again_with_fewer_copies(device_measured, caplog):
+def test_auto_measured_over_max_overhead_is_planned_again_under_the_measured_stalls(device_measured, caplog):
     # The first plan's prediction is 5 % off (planned again for it); the
     # re-plan's own plan then stalls on its copies 4 % of the step more than
     # predicted, over max_overhead 2 % + 1 %: planned once more, under a
