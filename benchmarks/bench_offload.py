@@ -438,7 +438,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
         result["selection"] = plan.selection
-        # The device's check of each plan's prediction (the median of calls 6-8 of its graph,
+        # The device's check of each plan's prediction (the median of calls 40-42 of its graph,
         # compiled_graph.py), before and after a re-plan, and the calibrations.
         result["checks"] = [
             {
@@ -538,6 +538,9 @@ def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
         r["vs_floor"] = r["step_ms"] / r["floor_ms"]
         r["floor2_ms"] = max(ref["forward_ms"], out_ms) + max(ref["backward_ms"], in_ms)
         r["vs_floor2"] = r["step_ms"] / r["floor2_ms"]
+        # The floor is the device's alone; a step timed back to back has
+        # no host latency before its first kernel (a synchronized one does).
+        r["unsynced_vs_floor2"] = r["unsynced_step_ms"] / r["floor2_ms"]
         # What can leave the device while the forward runs: bandwidth x the
         # measured forward of plain Inductor (the copy-out window).
         r["window_mib"] = bandwidth["d2h"] * 1e9 * ref["forward_ms"] / 1e3 / 2**20
@@ -581,10 +584,11 @@ def main() -> None:
     p.add_argument("--mark", default="all")
     p.add_argument("--min-bytes", type=int, default=1 << 20)
     p.add_argument(
-        "--warmup", type=int, default=26,
-        help="steps before the timed ones: 26 covers the measured calls 6-8 of a graph, its re-plan at call 9, "
-        "the re-planned graph's measured calls (steps 14-16), a second re-plan at step 17 (mode=budget, a "
-        "measured peak over the budget) and its measured calls (steps 22-24, checked at 25)",
+        "--warmup", type=int, default=128,
+        help="steps before the timed ones: 128 covers the measured calls 40-42 of a graph, its re-plan at call 43, "
+        "the re-planned graph's measured calls (steps 82-84), a second re-plan at step 85 (mode=budget, a "
+        "measured peak over the budget, or mode=auto, measured stalls over max_overhead) and its measured "
+        "calls (steps 124-126, checked at 127)",
     )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument(
@@ -662,7 +666,7 @@ def main() -> None:
             print(f"{r['variant']}: profile {json.dumps(r['profile'])}")
     cols = [
         "variant", "step_ms", "forward_ms", "host_forward_ms", "peak_mib", "boundary_mib", "offloaded_mib",
-        "peak_reduction_mib", "R", "R_boundary", "slowdown", "unsynced_slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2",
+        "peak_reduction_mib", "R", "R_boundary", "slowdown", "unsynced_slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2", "unsynced_vs_floor2",
     ]
     if any(r.get("predicted_step_ms") for r in results):
         cols += ["freed_vs_window", "predicted_slowdown", "predicted_step_error", "predicted_peak_error"]

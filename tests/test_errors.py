@@ -184,8 +184,10 @@ def test_saved_roles_positions_are_checked():
         ({"host_memory_limit": True}, r"host_memory_limit must be None or an int >= 0, got True"),
         ({"prefetch": True}, r"prefetch must be an int >= 0, got True"),
         ({"max_inflight": 2.0}, r"max_inflight must be an int >= 1, got 2.0"),
-        ({"reload_headroom": -1}, r"reload_headroom must be an int >= 0, got -1"),
-        ({"reload_headroom": 1.5}, r"reload_headroom must be an int >= 0, got 1.5"),
+        ({"reload_headroom": -1}, r"reload_headroom must be None \(2 % under schedule='cost'\), bytes \(an int >= 0\) or a fraction of the bytes the plan offloads \(a float in \[0, 1\]\), got -1"),
+        ({"reload_headroom": 1.5}, r"reload_headroom must be None .* got 1.5"),
+        ({"reload_headroom": float("nan")}, r"reload_headroom must be None .* got nan"),
+        ({"reload_headroom": True}, r"reload_headroom must be None .* got True"),
         (
             {"reload_headroom": 1 << 20, "schedule": "fixed"},
             r"reload_headroom=1048576 applies to schedule='cost' only \(schedule is 'fixed'\)",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import CopyKind, Decision, Mode, ReplanReason, SavedKind
 from offload_pass.planning.saved_set import SavedTensor
-from offload_pass.units import mib
+from offload_pass.units import format_bytes, mib
 
 if TYPE_CHECKING:
     from offload_pass.planning.calibration import Calibration, PredictionCheck
@@ -214,7 +214,8 @@ class OffloadPlan:
     def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:
         bound = "" if self.ideal_peak is None else f"; every copy off the device between its uses: {mib(self.ideal_peak):.2f} MiB"
         if self.ideal_peak is not None and self.reload_headroom:
-            bound += f", reloads allowed {mib(self.reload_headroom):.2f} MiB above it (reload_headroom)"
+            share = f", {self.reload_headroom / self.offloaded_bytes:.1%} of the bytes offloaded" if self.offloaded_bytes else ""
+            bound += f", reloads allowed {format_bytes(self.reload_headroom)} above it (reload_headroom{share})"
         change = f" ({self.predicted_overhead:+.1%})" if before.step_ms else ""
         return [
             f"predicted peak {mib(before.peak):.2f} -> {mib(after.peak):.2f} MiB "

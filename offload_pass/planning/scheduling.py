@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from offload_pass.config import OffloadConfig
+from offload_pass.config import DEFAULT_RELOAD_HEADROOM, OffloadConfig
 from offload_pass.enums import Mode, ScheduleKind
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.schedules import release_schedule, reload_schedule
@@ -34,7 +34,7 @@ from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.planning.timeline import Timeline
 from offload_pass.units import format_bytes
 
-__all__ = ["Schedule", "budget_bytes", "check_budget", "device_of", "schedule_copies"]
+__all__ = ["Schedule", "budget_bytes", "check_budget", "device_of", "headroom_bytes", "schedule_copies"]
 
 log = logging.getLogger("offload_pass")
 
@@ -98,7 +98,7 @@ def schedule_copies(
     # reloads that start earlier), and never past a budget.
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
-    reload_ceiling = ceiling + config.reload_headroom
+    reload_ceiling = ceiling + headroom_bytes(config, sum(lt.nbytes for lt in chosen))
     if target is not None:
         reload_ceiling = min(reload_ceiling, max(ceiling, target))
     split = timeline.phases.count("forward")
@@ -150,6 +150,14 @@ def _select(
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
     plan.selection = f"{note}: chose {len(chosen)} of {len(pool)} copies"
     return plan
+
+
+def headroom_bytes(config: OffloadConfig, offloaded: int) -> int:
+    """``OffloadConfig.reload_headroom`` in bytes, for a plan offloading
+    ``offloaded`` bytes (a float is a fraction of them; None, the default
+    fraction)."""
+    headroom = DEFAULT_RELOAD_HEADROOM if config.reload_headroom is None else config.reload_headroom
+    return int(headroom * offloaded) if isinstance(headroom, float) else headroom
 
 
 def budget_bytes(config: OffloadConfig, without_offload: StepPrediction) -> Optional[int]:

@@ -25,7 +25,8 @@ of memory over the step.
 ``choose_auto`` maximises the peak reduction with the predicted step within
 ``max_overhead`` of no offload; ``choose_for_budget`` reaches a peak budget
 with the least predicted step time. Both are greedy (one candidate at a
-time, the best by their criterion; the budget's the better of a search led
+time, the best by their criterion; auto's the better of that and the
+earliest-produced copies first, the budget's the better of a search led
 by the peak and one led by the bytes over the budget at every point);
 ``tests/test_selection.py`` checks them against brute force on small cases.
 """
@@ -228,9 +229,20 @@ def choose_auto(
     step: StepWithoutOffload, candidates: Sequence[Candidate], max_overhead: float
 ) -> tuple[list[Candidate], Estimate]:
     """The most peak reduction with the step at most ``1 + max_overhead``
-    times the step without offload. Greedy: add the candidate that lowers
-    the peak most while the step stays within the limit (ties: the cheaper
-    in time); stop when none lowers it."""
+    times the step without offload: the better (lower peak, then shorter
+    step) of two searches. A greedy (``_greedy_auto``) and the copies made
+    earliest (``_earliest_first``): the first k in the order they are
+    produced, for the k that lowers the peak most within the limit."""
+    greedy = _greedy_auto(step, candidates, max_overhead)
+    earliest = _earliest_first(step, candidates, max_overhead)
+    return min((greedy, earliest), key=lambda r: (r[1].peak, r[1].step_ms))
+
+
+def _greedy_auto(
+    step: StepWithoutOffload, candidates: Sequence[Candidate], max_overhead: float
+) -> tuple[list[Candidate], Estimate]:
+    """Add the candidate that lowers the peak most while the step stays
+    within the limit (ties: the cheaper in time); stop when none lowers it."""
     run = functools.partial(simulate_offload, step)
     base = run([])
     limit = base.step_ms * (1 + max_overhead)
@@ -252,6 +264,28 @@ def choose_auto(
         remaining.remove(best[1])
         current = best[2]
     return chosen, current
+
+
+def _earliest_first(
+    step: StepWithoutOffload, candidates: Sequence[Candidate], max_overhead: float
+) -> tuple[list[Candidate], Estimate]:
+    """The first k candidates in production order, for the k with the
+    lowest peak within the limit (ties: the shorter step). What a person
+    marks by hand, whole layers from the first: the earliest copies have
+    the most forward left to hide behind and the most backward before
+    their reload. A greedy that takes the largest peak gain first can
+    spend the time on a few costly copies and stop short of such a set
+    (decoder, H200, max_overhead 30 %: 768 MiB freed at +22.0 % predicted,
+    where the first two layers free 800 at +20.1 %)."""
+    order = sorted(candidates, key=lambda c: (c.produced, c.key))
+    base = simulate_offload(step, [])
+    limit = base.step_ms * (1 + max_overhead)
+    best: tuple[list[Candidate], Estimate] = ([], base)
+    for k in range(1, len(order) + 1):
+        p = simulate_offload(step, order[:k])
+        if p.step_ms <= limit + 1e-9 and (p.peak, p.step_ms) < (best[1].peak, best[1].step_ms):
+            best = (order[:k], p)
+    return best
 
 
 def choose_for_budget(
