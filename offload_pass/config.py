@@ -46,13 +46,13 @@ class OffloadConfig:
         start earlier: memory traded for time. Bytes (an int) or a fraction of
         the bytes the plan offloads (a float in [0, 1]: 0.02 = 2 %, so that
         the peak gives back at most that share of what offload frees).
-        None (default): 2 % (``DEFAULT_RELOAD_HEADROOM``). Measured on an H200 (docs/benchmarks.md,
-        2026-11-26): HF Llama with attention and MLP marked, where the
-        backward is copy-bound and its memory stands near the peak
-        throughout, reloads wait for room and the copy stream idles; 2 %
-        took the step from 1.218 to 1.122 x the two-way floor, R 1.000 to
-        0.997. Where reloads do not wait for room it changes nothing. 0:
-        none; the step's peak stays the ideal one.
+        None (default): 2 % (``DEFAULT_RELOAD_HEADROOM``). Measured on an
+        H200 (docs/benchmarks.md, 2026-11-26): HF Llama with attention and
+        MLP marked, where the backward is copy-bound and its memory stands
+        near the peak throughout, reloads wait for room and the copy stream
+        idles; 2 % took the step from 1.218 to 1.122 x the two-way floor, R
+        from 1.000 to 0.997. Where reloads do not wait for room it changes
+        nothing. 0: none; the step's peak stays the ideal one.
     bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
         the cost model; None measures it once per device and caches it.
     measure_kernels: on CUDA, time each extern kernel of the graphs (matmuls,

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import offload_pass
+from offload_pass.config import OffloadConfig
 from offload_pass.planning.cost_model import device_profile, estimate_node_ms
 from offload_pass.planning.schedules import CopyOut, Reload, schedule_releases, schedule_reloads
 from offload_pass.planning.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
@@ -207,10 +208,15 @@ def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads(
     assert loose.prediction.backward_wait_ms < tight.prediction.backward_wait_ms
     assert any(loose.reload_before[s] != tight.reload_before[s] for s in tight.reload_before)
     assert re.search(r"reloads allowed 64\.00 KiB above it \(reload_headroom, \d+\.\d% of the bytes offloaded\)", str(loose))
-    # A float is a share of the bytes offloaded.
+    # A float is a share of the bytes offloaded; None (the default) is 2 % of them.
     share = plan(reload_headroom=0.05)
     assert share.reload_headroom == int(0.05 * share.offloaded_bytes) > 0, str(share)
     assert share.ideal_peak < share.prediction.peak <= share.ideal_peak + share.reload_headroom, str(share)
+    default = plan()
+    assert default.reload_headroom == int(0.02 * default.offloaded_bytes) > 0, str(default)
+    assert default.prediction.peak <= default.ideal_peak + default.reload_headroom, str(default)
+    # The default applies to schedule="cost" alone: "fixed" takes it without complaint.
+    assert OffloadConfig(schedule="fixed").reload_headroom is None
 
 
 def test_reload_headroom_never_lifts_memory_past_a_budget():
