@@ -98,7 +98,7 @@ def schedule_copies(
     # reloads that start earlier), and never past a budget.
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
-    reload_ceiling = ceiling + headroom_bytes(config, sum(lt.nbytes for lt in chosen))
+    reload_ceiling = ceiling + headroom_bytes(config, plan.offloaded_bytes)
     if target is not None:
         reload_ceiling = min(reload_ceiling, max(ceiling, target))
     split = timeline.phases.count("forward")
