@@ -346,8 +346,11 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         model.zero_grad(set_to_none=True)
         forward().backward()
 
-    def timed_step() -> tuple[float, float, float]:
-        """One synchronized step: (step, forward) ms on the device, the host's ms to issue the forward."""
+    def timed_step() -> tuple[float, float, float, float]:
+        """One synchronized step: (step, forward) ms on the device, the host's ms to issue the forward,
+        and the iteration's ms on the host (zero_grad to the synchronize after the backward: a loop
+        of these runs one per that; the device idles at its start and end)."""
+        iteration_start = time.perf_counter()
         model.zero_grad(set_to_none=True)
         start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         start.record()
@@ -358,7 +361,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         loss.backward()
         end.record()
         torch.cuda.synchronize()
-        return start.elapsed_time(end), start.elapsed_time(mid), host_ms
+        return start.elapsed_time(end), start.elapsed_time(mid), host_ms, (time.perf_counter() - iteration_start) * 1e3
 
     def unsynced_steps() -> float:
         """``args.steps`` steps back to back, nothing synchronized between
@@ -401,7 +404,9 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
         del loss
-        times, forward_times, host_forward_times = map(list, zip(*(timed_step() for _ in range(args.steps))))
+        times, forward_times, host_forward_times, iteration_times = map(
+            list, zip(*(timed_step() for _ in range(args.steps)))
+        )
         # The same steps back to back, without a synchronize between them:
         # the host runs ahead, and its own time (launches, Python, autograd)
         # is hidden wherever the device is the slower; a synchronized step
@@ -437,6 +442,16 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             )
             result["prediction_times"] = ran[-1][0].prediction.times
             result["graphs_in_step"] = [(p.graph_id, calls) for p, calls in ran]
+            # The same as the loop ran it: the time each measured call spent
+            # outside its graph (between steps, between forward and backward)
+            # added, measured (calibration.PredictionCheck.as_run). Only
+            # where each graph's is measured (a step of one graph).
+            as_run = [(p.measured.as_run(p.baseline), p.measured.step_as_run_ms, calls) for p, calls in ran if p.measured]
+            if len(as_run) == len(ran) and all(a is not None for a, _, _ in as_run):
+                result["predicted_step_as_run_ms"] = (
+                    sum(a * calls for a, _, calls in as_run), sum(b * calls for _, b, calls in as_run)
+                )
+                result["outside_ms"] = sum(p.measured.measured.outside_ms * calls for p, calls in ran)
         result["selection"] = plan.selection
         # The device's check of each plan's prediction (the median of calls 40-42 of its graph,
         # compiled_graph.py), before and after a re-plan, and the calibrations.
@@ -446,6 +461,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
                 "replan_reason": p.replan_reason and str(p.replan_reason),
                 "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
                 "stall_error": p.measured.stall_error,
+                "outside_ms": p.measured.measured.outside_ms, "step_as_run_ms": p.measured.step_as_run_ms,
                 "budget_mib": None if p.budget is None else p.budget / 2**20,
                 "predicted_peak_mib": p.prediction.peak / 2**20,
                 "measured_peak_mib": None if p.measured.measured.peak is None else p.measured.measured.peak / 2**20,
@@ -464,6 +480,9 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # The host's time to issue the forward (nothing synchronized inside):
         # near forward_ms, the forward is as fast as the host launches it.
         "host_forward_ms": statistics.median(host_forward_times),
+        # The synchronized loop's period: the step plus the loop's own time
+        # (zero_grad, the synchronize) outside it.
+        "iteration_ms": statistics.median(iteration_times),
         "backward_ms": statistics.median(t - f for t, f in zip(times, forward_times)),
         "peak_mib": peak / 2**20,
         "boundary_mib": boundary / 2**20,
@@ -495,19 +514,20 @@ def interleave(kept: list[tuple[dict, Callable, Callable]], rounds: int, steps: 
     steps, ``unsynced_step_ms`` the median of the rounds' back-to-back
     means; the figures timed right after each variant's warm-up stay as
     ``*_alone``."""
-    timed: list[list[tuple[float, float, float]]] = [[] for _ in kept]
+    timed: list[list[tuple[float, float, float, float]]] = [[] for _ in kept]
     unsynced: list[list[float]] = [[] for _ in kept]
     for _ in range(rounds):
         for i, (_, timed_step, unsynced_steps) in enumerate(kept):
             timed[i] += [timed_step() for _ in range(steps)]
             unsynced[i].append(unsynced_steps())
     for (result, _, _), runs, means in zip(kept, timed, unsynced):
-        for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms", "unsynced_step_ms"):
+        for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms", "iteration_ms", "unsynced_step_ms"):
             result[f"{key}_alone"] = result[key]
-        result["step_ms"] = statistics.median(t for t, _, _ in runs)
-        result["forward_ms"] = statistics.median(f for _, f, _ in runs)
-        result["backward_ms"] = statistics.median(t - f for t, f, _ in runs)
-        result["host_forward_ms"] = statistics.median(h for _, _, h in runs)
+        result["step_ms"] = statistics.median(t for t, _, _, _ in runs)
+        result["forward_ms"] = statistics.median(f for _, f, _, _ in runs)
+        result["backward_ms"] = statistics.median(t - f for t, f, _, _ in runs)
+        result["host_forward_ms"] = statistics.median(h for _, _, h, _ in runs)
+        result["iteration_ms"] = statistics.median(i for _, _, _, i in runs)
         result["unsynced_step_ms"] = statistics.median(means)
         result["unsynced_rounds_ms"] = means
         result["interleaved_steps"] = len(runs)
@@ -554,6 +574,12 @@ def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
             without, chosen = r["predicted_peak_mib"]
             r["predicted_reduction_mib"] = without - chosen
             r["predicted_peak_error"] = (chosen - r["peak_mib"]) / r["peak_mib"]
+            if r.get("predicted_step_as_run_ms") and r.get("iteration_ms"):
+                # Against the synchronized loop's period: the measured calls ran in such a loop
+                # (the warm-up), and the time they measured outside the graph is that loop's.
+                without_as_run, as_run = r["predicted_step_as_run_ms"]
+                r["as_run_error"] = (as_run - r["iteration_ms"]) / r["iteration_ms"]
+                ref.setdefault("as_run_error", (without_as_run - ref["iteration_ms"]) / ref["iteration_ms"])
             # The plain Inductor row is the prediction without offload.
             ref.setdefault("predicted_step_error", (r["predicted_step_ms"][0] - ref["step_ms"]) / ref["step_ms"])
             ref.setdefault(
@@ -670,6 +696,8 @@ def main() -> None:
     ]
     if any(r.get("predicted_step_ms") for r in results):
         cols += ["freed_vs_window", "predicted_slowdown", "predicted_step_error", "predicted_peak_error"]
+    if any(r.get("predicted_step_as_run_ms") for r in results):
+        cols += ["outside_ms", "iteration_ms", "as_run_error"]
     print("| " + " | ".join(cols) + " |")
     for r in results:
         print("| " + " | ".join(

@@ -14,11 +14,14 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   2-39 let the device's clock settle under load: ``FIRST_MEASURED_CALL``) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
   against the median of them (``calibration.median_call``) in the plan
-  (``plan.measured``). Where ``calibration.replan_reason`` gives a reason
+  (``plan.measured``); each measured call after the first is handed the one
+  before it, from whose backward's end the step's time outside the graph
+  runs (``MeasuredCall.outside_ms``: what the plan adds it to for the step
+  as the loop runs it, ``PredictionCheck.step_as_run_ms``). Where ``calibration.replan_reason`` gives a reason
   (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %,
   or the stalls on copies by more than ``STALL_TOLERANCE``, 1 % of the step;
   under mode="budget", a measured peak over the budget; under mode="auto",
-  measured stalls that put the step over ``max_overhead``), the next call with
+  a measured step over ``max_overhead``: ``calibration.overhead_as_measured``), the next call with
   gradients on fits a ``Calibration`` (``planning/calibration.py``) and
   compiles the graph once more under it, from that call's inputs: a new
   record whose plan says what it was calibrated by and why
@@ -257,7 +260,8 @@ class CompiledGraph:
             return False
         alone = self.backend._steps.ran_alone(self.plan_index)
         note = "" if alone else "the step runs other graphs, or this one several times"
-        self.measurement = CallMeasurement(self.replan.device, self.calls, note)
+        previous = self.measured_calls[-1] if self.measured_calls else None
+        self.measurement = CallMeasurement(self.replan.device, self.calls, note, previous)
         self.measurement.start_forward()
         return True
 

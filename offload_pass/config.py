@@ -73,9 +73,11 @@ class OffloadConfig:
         "budget": the set that brings the predicted peak to
         ``memory_budget`` with the least predicted slowdown.
     max_overhead: for mode="auto": the allowed predicted slowdown (0.02 = 2 %;
-        ``float("inf")`` allows any). On CUDA the measured stalls are held
-        to it too: a plan whose measured stalls put it over by more than 1 %
-        of the step is planned once more (``plan.replan_reason`` "overhead").
+        ``float("inf")`` allows any). On CUDA the measured step is held
+        to it too: a plan measured over it by more than 1 % of the step (its
+        stalls on copies, and its forward's time past the speed the device
+        ran its backward at) is planned once more (``plan.replan_reason``
+        "overhead").
     memory_budget: for mode="budget": the peak to reach, in bytes (an int) or
         as a fraction of the predicted peak without offload (a float in (0, 1]).
     host_memory_limit: bytes of host memory the offloaded copies may hold at

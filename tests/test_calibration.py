@@ -11,6 +11,8 @@ different choice, gradients still plain Inductor's, never a third plan).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import time
 
 import pytest
 import torch
@@ -21,11 +23,11 @@ from offload_pass import compiled_graph
 from offload_pass.examples.models import make_decoder
 from offload_pass.enums import ReplanReason
 from offload_pass.planning.calibration import (
-    REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fit_calibration, median_call,
+    PHASE_SPEED_TOLERANCE, REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fit_calibration, median_call,
     overhead_as_measured, predicts_alike, replan_reason,
 )
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
-from offload_pass.planning.step_model import StepPrediction
+from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.registry import REGISTRY
 from offload_pass.units import format_bytes
 
@@ -215,6 +217,21 @@ def test_auto_is_planned_again_when_measured_stalls_break_max_overhead():
     )
     assert overhead_as_measured(shorter, without) == pytest.approx(0.2 / 31)
     assert replan_reason(shorter, None, [budget], max_overhead=0.0, without_offload=without) is None
+    # The device ran both phases 5 % slower than predicted: the step without
+    # offload would have too, so the plan's slowdown is its own +0.2 %.
+    slow = check_prediction(predicted, MeasuredCall(7, 10.06 * 1.05, 21.0 * 1.05, 0.0, 0.0, 1000))
+    assert overhead_as_measured(slow, without) == pytest.approx(31.06 / 31 - 1)
+    # The forward 0.9 ms (9 %) past the backward's speed, no stall: past
+    # PHASE_SPEED_TOLERANCE (3 %) it is the plan's (the device idling for
+    # the host issuing its runtime ops): over 1 % + 1 %, although the
+    # prediction is within 3 %.
+    idled = check_prediction(predicted, MeasuredCall(7, 10.96, 21.0, 0.0, 0.0, 1000))
+    at_most = 1 + PHASE_SPEED_TOLERANCE
+    assert idled.within() and overhead_as_measured(idled, without) == pytest.approx(31.96 / (10.0 * at_most + 21) - 1)
+    assert replan_reason(idled, None, [prediction], max_overhead=0.01, without_offload=without) is overhead
+    # A forward faster than the backward: the device's speed in it.
+    quick = check_prediction(predicted, MeasuredCall(7, 9.5, 21.0, 0.0, 0.0, 1000))
+    assert overhead_as_measured(quick, without) == pytest.approx(30.5 / (10.0 * 9.5 / 10.06 + 21) - 1)
 
 
 def test_predictions_alike_within_a_thousandth():
@@ -315,17 +332,59 @@ def test_fit_scales_the_host_as_far_as_the_device_idled_for_it():
     assert (covered.host_forward_scale, covered.host_backward_scale) == (1.0, 1.0)
 
 
+def _with_ops(calibration: Calibration, ops: int = 20) -> StepPrediction:
+    """A toy simulator of a plan with ``ops`` runtime ops in its forward:
+    10 ms of forward compute, 20 of backward, each op costing the
+    calibration's ``forward_op_ms`` of idle; ``ops=0``: the step without
+    offload."""
+    idle = ops * calibration.forward_op_ms
+    p = _prediction(10.0 * calibration.forward_scale, 20.0 * calibration.backward_scale)
+    return dataclasses.replace(p, step_ms=p.step_ms + idle, forward_idle_ms=idle, forward_ops=ops)
+
+
+def test_a_forward_slower_than_the_devices_speed_is_its_runtime_ops_time():
+    # The backward ran at x0.97 of the simulator's times; the forward, with
+    # 20 runtime ops, took 10.7 ms (x1.07): at most 3 % over the backward's
+    # speed is the device's (PHASE_SPEED_TOLERANCE), the rest, 35 us per
+    # op, the ops', which the step without offload does not pay.
+    measured = MeasuredCall(2, 10.7, 19.4, 0.0, 0.0, 1000)
+    fitted = fit_calibration(check_prediction(_with_ops(Calibration()), measured), _with_ops, "x")
+    device = 0.97 * (1 + PHASE_SPEED_TOLERANCE)
+    assert fitted.forward_scale == pytest.approx(device) and fitted.backward_scale == pytest.approx(0.97)
+    assert fitted.forward_op_ms == pytest.approx((10.7 - 10.0 * device) / 20)
+    assert "35 us per runtime op of the forward" in fitted.describe()
+    assert check_prediction(_with_ops(fitted), measured).step_error == pytest.approx(0.0, abs=1e-9)
+    without = _with_ops(fitted, ops=0)
+    assert without.step_ms == pytest.approx(10.0 * device + 19.4)  # not 10.7 + 19.4: the ops' time is the plan's
+    assert overhead_as_measured(check_prediction(_with_ops(fitted), measured), without) == pytest.approx(
+        30.1 / (10.0 * device + 19.4) - 1
+    )
+    # Within PHASE_SPEED_TOLERANCE of the backward's speed, or without
+    # runtime ops: the forward's own scale, no time per op.
+    near = fit_calibration(
+        check_prediction(_with_ops(Calibration()), dataclasses.replace(measured, forward_ms=9.99)), _with_ops, "x"
+    )
+    assert near.forward_scale == pytest.approx(0.999) and near.forward_op_ms == 0.0
+    no_ops = functools.partial(_with_ops, ops=0)
+    plain = fit_calibration(check_prediction(no_ops(Calibration()), measured), no_ops, "x")
+    assert plain.forward_scale == pytest.approx(1.07) and plain.forward_op_ms == 0.0
+    # The time per op reaches the simulator through the node times.
+    assert fitted.times(NodeTimes({}, {}, "t")).forward_op_ms == pytest.approx(fitted.forward_op_ms)
+
+
 class _Measured:
     """Stands in for runtime.measure.CallMeasurement: each measured call
     reports ``figures(prediction)``."""
 
     figures = None
     backend = None
+    previous_calls: list = []  # the call each measurement was handed as the one before it
 
-    def __init__(self, device, call, peak_note=""):
+    def __init__(self, device, call, peak_note="", previous=None):
         self.call, self.peak_note = call, peak_note
         self.backward_ran = False
         self.failed = None
+        _Measured.previous_calls.append(None if previous is None else previous.call)
 
     def start_forward(self):
         pass
@@ -348,6 +407,7 @@ def device_measured(monkeypatch):
     """The backend's calibration path on the CPU with fixed measurements."""
     monkeypatch.setattr(backend_module, "_cuda_device", lambda inputs: torch.device("cpu"))
     monkeypatch.setattr(compiled_graph, "CallMeasurement", _Measured)
+    monkeypatch.setattr(_Measured, "previous_calls", [])
     return _Measured
 
 
@@ -485,7 +545,7 @@ def test_auto_measured_over_max_overhead_is_planned_again_under_the_measured_sta
     assert third.calibration.d2h_scale < second.calibration.d2h_scale
     assert (third.groups, third.release_after) != (second.groups, second.release_after), (str(second), str(third))
     assert third.predicted_overhead <= 0.02
-    assert "planned again (the measured stalls on copies put the step over max_overhead" in str(third)
+    assert "planned again (the measured step, its stalls on copies and its forward past the device's speed, put it over max_overhead" in str(third)
     assert "graph 2 not planned again: planned again 2 times already (prediction, overhead)" in caplog.text
     # Every plan's gradients (steps 1-9, 10-17, 18-25).
     _assert_plain_inductors(grads, steps=1)
@@ -581,6 +641,32 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     check = backend.plans[0].measured
     assert check.within() and check.peak_error == pytest.approx(0.02, abs=1e-3)
     assert check.describe() in str(backend.plans[0])
+    # Each measured call is handed the one before it, where that one was
+    # measured (the time outside the graph runs from its backward's end).
+    assert device_measured.previous_calls == [None, MEASURED[0], MEASURED[1]]
+
+
+def test_the_step_as_run_adds_the_time_measured_outside_the_graph():
+    # Calls 40-42 of a step of this graph alone: the first has no measured
+    # call before it, the others 0.9 and 1.3 ms outside the graph.
+    first = MeasuredCall(40, 12.0, 24.0, 1.0, 0.0, 1250, between_ms=0.2)
+    calls = [first, dataclasses.replace(first, call=41, forward_ms=12.1, outside_ms=0.9),
+             dataclasses.replace(first, call=42, forward_ms=12.2, outside_ms=1.3)]
+    chosen = median_call(calls)
+    assert chosen.call == 41 and chosen.outside_ms == pytest.approx(1.1)
+    predicted = _prediction(between=0.5)  # a calibration's between: replaced by this call's own
+    check = check_prediction(predicted, chosen)
+    assert check.step_as_run_ms == pytest.approx(30.0 + 0.2 + 1.1)
+    assert check.as_run(_prediction(forward=8.0)) == pytest.approx(28.0 + 0.2 + 1.1)
+    assert "outside the graph 1.10 ms between steps (measured), so the step as the loop ran it 31.30 ms predicted" in (
+        check.describe()
+    )
+    # The check itself is of the graphs' work: the time outside moves nothing in it.
+    assert check.step_error == check_prediction(predicted, dataclasses.replace(chosen, outside_ms=None)).step_error
+    # Not measured (the first call alone, or a step running other graphs): no step as run, nothing said.
+    alone = check_prediction(predicted, first)
+    assert alone.step_as_run_ms is None and "outside the graph" not in alone.describe()
+    assert median_call([first]).outside_ms is None
 
 
 def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_measured):
@@ -687,6 +773,9 @@ def test_calibrate_disabled_by_name_measures_nothing(device_measured):
     assert len(backend.records) == 1 and backend.plans[0].measured is None
 
 
+OUTSIDE_S = 0.005
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_calls_six_to_eight_are_measured_on_the_device():
     """The real measurement (runtime/measure.py): the peak is the highest
@@ -705,6 +794,9 @@ def test_calls_six_to_eight_are_measured_on_the_device():
         for step in range(steps):
             model.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
+            # The device idles between steps for at least this long: the
+            # time outside the graph the backend measures.
+            time.sleep(OUTSIDE_S)
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -727,6 +819,10 @@ def test_calls_six_to_eight_are_measured_on_the_device():
     assert 0 <= measured.forward_wait_ms <= measured.forward_ms
     assert 0 <= measured.backward_wait_ms <= measured.backward_ms
     assert measured.host_forward_ms is not None and measured.host_forward_ms > 0
+    assert OUTSIDE_S * 1e3 <= measured.outside_ms < OUTSIDE_S * 1e3 + 50, measured
+    assert first.measured.step_as_run_ms == pytest.approx(
+        first.prediction.step_ms - first.prediction.between_ms + measured.between_ms + measured.outside_ms
+    )
     if first.measured.within():
         assert len(backend.records) == 1
     else:

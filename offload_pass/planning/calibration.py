@@ -24,8 +24,8 @@ above what was allocated when the forward started). Gives:
 - ``replan_reason``: whether a measured plan is planned once more, and why:
   a prediction off by more than its tolerance (the first re-plan
   only), or, under mode="budget", a measured peak over the budget the plan
-  predicted it within (once), or, under mode="auto", measured stalls that
-  put the step over ``max_overhead`` (``overhead_as_measured``; once). A
+  predicted it within (once), or, under mode="auto", a measured step over
+  ``max_overhead`` (``overhead_as_measured``; once). A
   graph is planned at most twice more.
 
 Pure functions over plain data: the simulator is handed in as a callable, so
@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import statistics
 from typing import Callable, Optional, Sequence
 
 from offload_pass.enums import ReplanReason
@@ -60,6 +61,13 @@ REPLAN_TOLERANCE = 0.03
 # -1.1 %, stalls 0.41 ms predicted, 2.39 measured, +7.7 % measured). Below
 # it a stall is within the timer's noise: the bandwidth is not fitted to it.
 STALL_TOLERANCE = 0.01
+# How much slower (against the simulator's times) the forward may run than
+# the backward and still be the device's own speed: the decoder's plans
+# measured their forward x0.97-x1.03 of their backward (H200, fifteenth
+# session). Past it, a forward with runtime ops was slowed by them (the
+# device idling for the host issuing them: HF Llama, 15 copies, x1.079
+# against x0.971), which the step without offload does not pay.
+PHASE_SPEED_TOLERANCE = 0.03
 # The bandwidth scales the bisection may reach (a copy 8x slower or faster
 # than profiled is a wrong profile, not a calibration).
 _SCALE_RANGE = (1 / 8, 8.0)
@@ -85,6 +93,14 @@ class MeasuredCall:
     # launches it, and what it takes past its kernels is the host's.
     host_forward_ms: Optional[float] = None
     host_backward_ms: Optional[float] = None  # ... from the backward's start to its end, on the host
+    # From the previous call's backward end to this call's forward start, on
+    # the compute stream: the step's time outside this graph (the training
+    # loop between steps, Dynamo's guards and the model's Python before the
+    # graph, autograd's work after its backward), which no plan of this
+    # graph changes and the simulator does not model. Measured with the peak
+    # only (where the step runs this graph alone), on a call whose previous
+    # call was measured too; None: not measured.
+    outside_ms: Optional[float] = None
     # The calls this one was chosen from (``median_call``), and what each
     # one's forward and backward took, in ms; empty: itself alone.
     of_calls: tuple[int, ...] = ()
@@ -128,7 +144,8 @@ def median_call(calls: Sequence[MeasuredCall]) -> MeasuredCall:
     between forward and backward is measured with the peak only (where the
     step ran this graph alone), so it comes from the median of the calls
     that measured a peak, and the peak's note goes where a peak was
-    measured."""
+    measured. The time outside the graph is the median of the calls that
+    measured one (the first measured call has no measured call before it)."""
     if not calls:
         raise ValueError("median_call: no measured call")
 
@@ -137,12 +154,14 @@ def median_call(calls: Sequence[MeasuredCall]) -> MeasuredCall:
 
     chosen = middle(calls)
     spread = {"of_calls": tuple(m.call for m in calls), "of_work_ms": tuple(m.work_ms for m in calls)}
+    outside = [m.outside_ms for m in calls if m.outside_ms is not None]
+    spread["outside_ms"] = statistics.median(outside) if outside else None  # type: ignore[assignment]
     alone = [m for m in calls if m.peak is not None]
     if not alone:
-        return dataclasses.replace(chosen, **spread)
+        return dataclasses.replace(chosen, **spread)  # type: ignore[arg-type]
     return dataclasses.replace(
         chosen, peak=max(m.peak for m in alone), peak_note="",  # type: ignore[type-var]
-        between_ms=middle(alone).between_ms, **spread,
+        between_ms=middle(alone).between_ms, **spread,  # type: ignore[arg-type]
     )
 
 
@@ -165,6 +184,25 @@ class PredictionCheck:
         return _error(
             self.predicted.step_ms - self.predicted.between_ms, self.measured.step_ms - self.measured.between_ms
         )
+
+    @property
+    def step_as_run_ms(self) -> Optional[float]:
+        """The step as the loop that measured it ran it, predicted
+        (``as_run`` of this prediction)."""
+        return self.as_run(self.predicted)
+
+    def as_run(self, prediction: StepPrediction) -> Optional[float]:
+        """``prediction``'s step (this plan's, or its graph's without
+        offload) as the loop that measured this call runs it: the graphs'
+        work as predicted, plus the time the measured call spent outside it
+        (between forward and backward, ``MeasuredCall.between_ms``, and
+        outside the graph between steps, ``MeasuredCall.outside_ms``:
+        measured, not predicted; no plan of this graph changes them). None
+        where the time outside was not measured."""
+        m = self.measured
+        if m.outside_ms is None:
+            return None
+        return prediction.step_ms - prediction.between_ms + m.between_ms + m.outside_ms
 
     @property
     def stall_error(self) -> float:
@@ -199,12 +237,17 @@ class PredictionCheck:
         host = "" if m.host_forward_ms is None else f"; the host issued the forward in {m.host_forward_ms:.2f} ms"
         if m.host_forward_ms is not None and m.host_backward_ms is not None:
             host += f", the backward in {m.host_backward_ms:.2f}"
+        as_run = self.step_as_run_ms
+        outside = "" if as_run is None else (
+            f"; outside the graph {m.outside_ms:.2f} ms between steps (measured), so the step as the loop ran it "
+            f"{as_run:.2f} ms predicted"
+        )
         return (
             f"measured on {m.describe_call()}: step {m.step_ms:.2f} ms (forward {m.forward_ms:.2f}{between}, backward "
             f"{m.backward_ms:.2f}; stalled on copies {m.forward_wait_ms:.2f} + {m.backward_wait_ms:.2f} ms{host}), "
             f"predicted {p.step_ms:.2f} ms (forward and backward {self.step_error:+.1%}; stalls "
             f"{p.forward_wait_ms:.2f} + {p.backward_wait_ms:.2f} ms, {self.stall_error:+.1%} of the step{idle}); {peak}"
-            f"{m.describe_spread()}"
+            f"{outside}{m.describe_spread()}"
         )
 
 
@@ -219,20 +262,38 @@ def nothing_to_decide(candidates: Optional[int], budget: Optional[int]) -> bool:
     return candidates == 0 and budget is None
 
 
+def _forward_speed(forward: float, backward: float) -> float:
+    """The device's speed in the forward (a scale on the simulator's node
+    times): the forward's measured ``forward``, at most
+    ``PHASE_SPEED_TOLERANCE`` over the backward's ``backward`` (a backward
+    not measured, 0: the forward's own)."""
+    return min(forward, backward * (1 + PHASE_SPEED_TOLERANCE)) if backward > 0 else forward
+
+
 def overhead_as_measured(check: PredictionCheck, without_offload: StepPrediction) -> float:
-    """The plan's slowdown over no offload (0.02 = 2 %) as the step
-    simulator predicted it, with its predicted stalls on copies replaced by
-    the measured ones: what a plan costs is its stalls and the host's and
-    device's work its copies add, and of these the stalls are what the
-    device measures apart (the step without offload is not run). Both
-    sides are the graphs' work: the host's time between forward and
+    """The plan's slowdown over no offload (0.02 = 2 %) as measured: its
+    measured work (stalls on copies included) over the step without offload
+    as predicted at the speeds the device ran the plan's phases at (each
+    measured phase, its stalls aside, over the predicted), the forward's at
+    most ``PHASE_SPEED_TOLERANCE`` over the backward's (``_forward_speed``).
+    The step without offload is not run; one device runs both phases at
+    about one speed, so what the measured forward took past that is the
+    plan's (the device idling for the host issuing its runtime ops: HF
+    Llama, auto 1 % on the H200, 0.8 ms past a prediction within 3 %).
+    Both sides are the graphs' work: the host's time between forward and
     backward is left out (``PredictionCheck.step_error``)."""
-    p, m = check.predicted, check.measured
-    base = without_offload.step_ms - without_offload.between_ms
+    p, m, w = check.predicted, check.measured, without_offload
+    forward, backward = m.forward_ms - m.forward_wait_ms, m.backward_ms - m.backward_wait_ms
+    predicted_forward, predicted_backward = p.forward_ms + p.forward_idle_ms, p.backward_ms + p.backward_idle_ms
+    backward_speed = backward / predicted_backward if predicted_backward > 0 else 1.0
+    forward_speed = forward / predicted_forward if predicted_forward > 0 else 1.0
+    base = (
+        _forward_speed(forward_speed, backward_speed) * (w.forward_ms + w.forward_idle_ms)
+        + backward_speed * (w.backward_ms + w.backward_idle_ms) + w.forward_wait_ms + w.backward_wait_ms
+    )
     if base <= 0:
         return 0.0
-    stalls = (m.forward_wait_ms + m.backward_wait_ms) - (p.forward_wait_ms + p.backward_wait_ms)
-    return (p.step_ms - p.between_ms + stalls) / base - 1
+    return (forward + backward + m.forward_wait_ms + m.backward_wait_ms) / base - 1
 
 
 def predicts_alike(a: StepPrediction, b: StepPrediction, rel: float = 1e-3) -> bool:
@@ -277,13 +338,14 @@ def replan_reason(
     reach it; planning it again would not either.
 
     ``max_overhead`` (mode="auto"; None: another mode) is a promise about
-    the measured slowdown: a plan whose measured stalls put it over
+    the measured slowdown: a plan whose measured step puts it over
     ``max_overhead`` + ``STALL_TOLERANCE`` (``overhead_as_measured``, with
     ``without_offload`` the prediction without offload) is planned once
-    more under a calibration fitted to those stalls, after a re-plan for
+    more under a calibration fitted to that call, after a re-plan for
     its prediction too: a first plan measured within its tolerances has
-    its stalls within ``STALL_TOLERANCE`` of the predicted, so this is the
-    re-plan's own plan measured off (the test decoder at max_overhead 1 %
+    its stalls within ``STALL_TOLERANCE`` of the predicted, so this is
+    mostly the re-plan's own plan measured off, or a forward that ran past
+    the device's speed (the test decoder at max_overhead 1 %
     on the H200: 0.49 ms of stalls measured, none predicted, after its
     re-plan)."""
     if nothing_to_decide(candidates, budget):
@@ -314,6 +376,10 @@ class Calibration:
     between_ms: float = 0.0  # the host's time between forward and backward (MeasuredCall.between_ms)
     host_forward_scale: float = 1.0  # the host's time per node of the forward x this
     host_backward_scale: float = 1.0
+    # The compute stream's time per runtime op of the forward past the host
+    # clock (NodeTimes.forward_op_ms): the measured forward's time over the
+    # device's speed, spread over its runtime ops (fit_calibration).
+    forward_op_ms: float = 0.0
     # Fitted in an earlier compile of the same graph and carried to this one
     # (compiled_graph.carried_calibration): its scales only, without the peak
     # offset and the time between forward and backward of the plan measured.
@@ -328,6 +394,7 @@ class Calibration:
             {k: v * self.host_backward_scale for k, v in times.host_backward.items()},
             times.launch_forward_ms * self.host_forward_scale,
             times.launch_backward_ms * self.host_backward_scale,
+            times.forward_op_ms + self.forward_op_ms,
         )
 
     def profile(self, profile: DeviceProfile) -> DeviceProfile:
@@ -349,6 +416,8 @@ class Calibration:
         host = ""
         if (self.host_forward_scale, self.host_backward_scale) != (1.0, 1.0):
             host = f"; host time x{self.host_forward_scale:.3f} forward, x{self.host_backward_scale:.3f} backward"
+        if self.forward_op_ms:
+            host += f"; {self.forward_op_ms * 1e3:.0f} us per runtime op of the forward"
         return (
             f"calibrated on {self.source}: node times x{self.forward_scale:.3f} forward, "
             f"x{self.backward_scale:.3f} backward; copy bandwidth x{self.d2h_scale:.3f} device->host, "
@@ -424,7 +493,13 @@ def fit_calibration(
     the measured call (events time the stream, not its kernels), and the
     host clock then idles it only past that: the calibrated simulator
     reproduces the measured plan, and a plan with more copies pays their
-    host time where the host clock, so scaled, falls behind. The noise of
+    host time where the host clock, so scaled, falls behind. Except where
+    the forward measured slower than the backward's speed (by more than
+    ``PHASE_SPEED_TOLERANCE``) and runs runtime ops: its compute then runs
+    at that bound (``_forward_speed``), and what the host clock leaves of the measured
+    forward is a time per runtime op (``Calibration.forward_op_ms``), which
+    the step without offload does not pay and a plan with more copies pays
+    more of. The noise of
     every fit is ``STALL_TOLERANCE`` of the measured work (the check's
     denominator), split between the two directions' stalls, whose sum the
     check holds to it."""
@@ -433,9 +508,19 @@ def fit_calibration(
     forward = max(measured.forward_ms - measured.forward_wait_ms, 0.0)
     backward = max(measured.backward_ms - measured.backward_wait_ms, 0.0)
     noise = STALL_TOLERANCE * (measured.step_ms - measured.between_ms)
+    forward_scale = forward / predicted.forward_ms if predicted.forward_ms else 1.0
+    backward_scale = backward / predicted.backward_ms if predicted.backward_ms else 1.0
+    # One device runs both phases at about one speed: where the forward
+    # measured slower than ``_forward_speed`` allows and it runs runtime
+    # ops, the rest is theirs, not the kernels', and so not the step
+    # without offload's (HF Llama, H200, 15 copies: forward x1.079, backward
+    # x0.971; taken as the device's speed it put the step without offload
+    # 2.2 % above plain Inductor's, and auto 2 % measured +4.4 %).
+    device_speed = _forward_speed(forward_scale, backward_scale)
+    device_bound = predicted.forward_ops > 0 and device_speed < forward_scale
     calibration = Calibration(
-        forward_scale=forward / predicted.forward_ms if predicted.forward_ms else 1.0,
-        backward_scale=backward / predicted.backward_ms if predicted.backward_ms else 1.0,
+        forward_scale=device_speed if device_bound else forward_scale,
+        backward_scale=backward_scale,
         peak_offset=0 if measured.peak is None else measured.peak - predicted.timeline_peak,
         source=source,
         peak_measured=measured.peak is not None,
@@ -448,6 +533,10 @@ def fit_calibration(
 
     most = _host_scale(measured.host_forward_ms, predicted.forward_issue_ms)
     calibration = dataclasses.replace(calibration, host_forward_scale=_fit_host(forward_at, forward, most, noise))
+    if device_bound:
+        left = forward - forward_at(calibration.host_forward_scale)
+        if left > 0:
+            calibration = dataclasses.replace(calibration, forward_op_ms=left / predicted.forward_ops)
 
     def backward_at(scale: float) -> float:
         p = simulate(dataclasses.replace(calibration, host_backward_scale=scale))

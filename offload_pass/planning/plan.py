@@ -95,7 +95,7 @@ class OffloadPlan:
     # mode="budget": the peak to reach, bytes (scheduling.budget_bytes).
     budget: Optional[int] = None
     # mode="auto": the slowdown allowed (OffloadConfig.max_overhead), which
-    # the measured stalls are checked against (calibration.replan_reason).
+    # the measured step is checked against (calibration.overhead_as_measured).
     max_overhead: Optional[float] = None
     # mode="budget" past what offload alone reaches: the activation_memory_budget
     # PyTorch's partitioner ran under for this plan (planning/recompute.py),
@@ -238,8 +238,8 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
         return " (the measured peak was over the budget)"
     if reason == ReplanReason.OVERHEAD:
         return (
-            f" (the measured stalls on copies put the step over max_overhead by more than {STALL_TOLERANCE:.0%} "
-            "of the step)"
+            f" (the measured step, its stalls on copies and its forward past the device's speed, put it over "
+            f"max_overhead by more than {STALL_TOLERANCE:.0%} of the step)"
         )
     return ""
 

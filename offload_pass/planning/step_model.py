@@ -30,7 +30,9 @@ later where the host is behind: a lead the host built over the forward is
 not carried into the backward (pessimistic where the host is ahead; a
 synchronized HF Llama step on the H200 had its device idle 1 ms at the
 backward's start, waiting for the host), the same rule with offload and
-without.
+without. A calibration may add a time per runtime op of the forward on the
+compute stream (``NodeTimes.forward_op_ms``): what a measured forward took
+past the device's speed and the host clock, idle the ops cost.
 
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
 the extern kernels' measured on CUDA (``kernel_timing``, unless
@@ -91,6 +93,9 @@ class NodeTimes:
     host_backward: dict[str, float] = dataclasses.field(default_factory=dict)
     launch_forward_ms: float = 0.0
     launch_backward_ms: float = 0.0
+    # The compute stream's time per runtime op of the forward beyond what
+    # the host clock gives it (a calibration's ``forward_op_ms``; 0: none).
+    forward_op_ms: float = 0.0
 
     def ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
         """Per node of ``gm`` in graph order (output aside): the points of
@@ -164,6 +169,7 @@ class StepPrediction:
     # holds more: the calibration compares the two).
     forward_issue_ms: float = 0.0
     backward_issue_ms: float = 0.0
+    forward_ops: int = 0  # runtime ops in the forward (offloads, releases)
 
     @property
     def timeline_peak(self) -> int:
@@ -215,10 +221,14 @@ class _Phase:
     waited: float = 0.0  # the compute stream waiting for copies
     idle: float = 0.0  # ... for the host
     host: float = 0.0  # the host's time over the nodes
+    ops: int = 0  # runtime ops
 
 
-def _run(gm: fx.GraphModule, times: list[float], host_times: list[float], streams: _Streams) -> _Phase:
-    """Advance ``streams`` over ``gm``."""
+def _run(
+    gm: fx.GraphModule, times: list[float], host_times: list[float], streams: _Streams, op_ms: float = 0.0
+) -> _Phase:
+    """Advance ``streams`` over ``gm``; ``op_ms``: the compute stream's time
+    at each runtime op past the host clock's (``NodeTimes.forward_op_ms``)."""
     phase = _Phase()
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     for node, ms, host_ms in zip(nodes, times, host_times):
@@ -245,6 +255,12 @@ def _run(gm: fx.GraphModule, times: list[float], host_times: list[float], stream
             phase.idle += streams.issued()
             streams.compute += ms
             phase.compute += ms
+        if runtime:
+            phase.ops += 1
+            # What the device measurably loses to each runtime op past the
+            # host clock (a calibration's fit): idle, not compute.
+            streams.compute += op_ms
+            phase.idle += op_ms
     return phase
 
 
@@ -263,12 +279,14 @@ def predict_step(
     ``between_ms``: the time it measured between the forward's end and the
     backward's start (the copies run on through it)."""
     streams = _Streams(profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
-    forward = _run(fw_gm, times.ordered(fw_gm, "forward"), times.host_ordered(fw_gm, "forward"), streams)
+    forward = _run(
+        fw_gm, times.ordered(fw_gm, "forward"), times.host_ordered(fw_gm, "forward"), streams, times.forward_op_ms
+    )
     streams.compute += between_ms
     streams.host = max(streams.host, streams.compute)
     backward = _run(bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams)
     return StepPrediction(
         streams.compute, timeline.peak + peak_offset, forward.compute, backward.compute, forward.waited,
         backward.waited, times.source, peak_offset, between_ms, forward.idle, backward.idle, forward.host,
-        backward.host,
+        backward.host, forward.ops,
     )

@@ -8,8 +8,10 @@ around the forward and around that backward node (autograd hooks, nothing
 in the graphs changes), the host's wall time to issue the forward and the
 backward, around
 each stall of the compute stream on a copy (the ops record them while
-``STATE.wait_timing`` is set), and the peak memory
-from the forward's start to the backward's end. ``result()`` gives the
+``STATE.wait_timing`` is set), the peak memory
+from the forward's start to the backward's end, and, where the call just
+before was measured too, the time from that call's backward end to this
+forward's start (the step's time outside the graph). ``result()`` gives the
 ``MeasuredCall`` once the backward has run; it waits for the events then,
 once per measured call.
 
@@ -49,9 +51,14 @@ def _compiled_backward_node(outputs: Any) -> Optional[object]:
 class CallMeasurement:
     """Measures call ``call`` of one compiled graph on ``device`` (CUDA)."""
 
-    def __init__(self, device: torch.device, call: int, peak_note: str = "") -> None:
+    def __init__(
+        self, device: torch.device, call: int, peak_note: str = "", previous: Optional["CallMeasurement"] = None
+    ) -> None:
         self.device = device
         self.call = call
+        # The measurement of the call just before this one, whose backward's
+        # end starts the time outside the graph (None: not measured).
+        self.previous = previous if previous is not None and previous.call == call - 1 else None
         # Empty: measure the peak; else why not.
         self.peak_note = peak_note
         self.base = 0
@@ -99,6 +106,13 @@ class CallMeasurement:
             self.peak = torch.cuda.max_memory_allocated(self.device) - self.base
         self.backward_ran = True
 
+    def _outside_ms(self) -> Optional[float]:
+        """From the previous call's backward end to this forward's start
+        (``MeasuredCall.outside_ms``), where the step runs this graph alone."""
+        if self.peak_note or self.previous is None or not self.previous.backward_ran:
+            return None
+        return self.previous.events["backward_end"].elapsed_time(self.events["forward"])
+
     def result(self) -> Optional[MeasuredCall]:
         """The measured call, once its backward has run (None before)."""
         if not self.backward_ran:
@@ -118,6 +132,7 @@ class CallMeasurement:
             peak=self.peak,
             peak_note=self.peak_note,
             between_ms=0.0 if self.peak_note else e["forward_end"].elapsed_time(e["backward"]),
+            outside_ms=self._outside_ms(),
             host_forward_ms=self.host_forward_ms,
             host_backward_ms=self.host_backward_ms,
         )
