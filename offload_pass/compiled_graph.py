@@ -302,7 +302,9 @@ class CompiledGraph:
                 )
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
-        calibration = fit_calibration(check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}")
+        calibration = fit_calibration(
+            check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration
+        )
         if predicts_alike(replan.simulate(calibration), check.predicted):
             log.info(
                 "offload_pass: %s not planned again (%s): %s predicts this plan as it was predicted, so it would "

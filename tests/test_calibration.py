@@ -252,6 +252,32 @@ def test_a_stall_within_the_noise_leaves_the_bandwidth_alone():
     assert fitted.describe().endswith("host->device; peak and time between forward and backward not measured")
 
 
+def test_a_call_that_stalled_on_no_copy_keeps_the_bandwidth_measured_before():
+    # Forward compute 13 ms (x1.3), 12 ms of copies at the profile's
+    # bandwidth: at any scale from 12/13 up the copies land in time, so a
+    # call without stalls bounds the bandwidth from below and no more.
+    # HF Llama, auto 1 % (H200): graph 0 stalled, fitted x0.935; graph 1
+    # did not, fitted x1.000; graph 2 under that stalled 1.04 ms.
+    measured = MeasuredCall(2, 13.0, 26.0, 0.0, 0.0, None)
+    earlier = Calibration(1.1, 1.1, 0.93, 0.95, source="graph 0, call 41")
+    check = check_prediction(_copy_bound(earlier), measured)
+    kept = fit_calibration(check, _copy_bound, "graph 1, call 41", earlier)
+    assert (kept.d2h_scale, kept.h2d_scale) == (0.93, 0.95)
+    assert kept.forward_scale == pytest.approx(1.3) and kept.backward_scale == pytest.approx(1.3)
+    # Without the earlier fit: the profile's bandwidth, which also stalls none.
+    assert fit_calibration(check, _copy_bound, "graph 1, call 41").d2h_scale == 1.0
+    # An earlier scale this call contradicts (at x0.8 the copies would take
+    # 15 ms and stall 2) gives way to the least it allows: 12/13.
+    slower = dataclasses.replace(earlier, d2h_scale=0.8)
+    moved = fit_calibration(check_prediction(_copy_bound(slower), measured), _copy_bound, "x", slower)
+    assert moved.d2h_scale == pytest.approx(12 / 13, rel=0.02) and moved.d2h_scale >= 12 / 13 * 0.99
+    assert _copy_bound(moved).forward_wait_ms <= STALL_TOLERANCE * 39.0 / 2
+    # A call that stalled is fitted to its stall wherever the earlier scale was.
+    stalled = MeasuredCall(3, 15.0, 26.0, 2.0, 0.0, None)
+    refit = fit_calibration(check_prediction(_copy_bound(earlier), stalled), _copy_bound, "x", earlier)
+    assert refit.d2h_scale == pytest.approx(0.8, rel=1e-6)
+
+
 def test_stalls_hidden_by_long_compute_are_planned_again():
     # HF Llama, mode="auto" 2 % on the H100 (seventh session): the step
     # predicted 1.1 % long, within 3 %, but the compute predicted 1.6 ms
