@@ -462,6 +462,9 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
                 "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
                 "stall_error": p.measured.stall_error,
                 "outside_ms": p.measured.measured.outside_ms, "step_as_run_ms": p.measured.step_as_run_ms,
+                # mode="auto": plain Inductor's graph measured right before the plan's calls.
+                "plain_work_ms": None if p.measured.plain is None else p.measured.plain.work_ms,
+                "measured_overhead": p.measured.measured_overhead,
                 "budget_mib": None if p.budget is None else p.budget / 2**20,
                 "predicted_peak_mib": p.prediction.peak / 2**20,
                 "measured_peak_mib": None if p.measured.measured.peak is None else p.measured.measured.peak / 2**20,

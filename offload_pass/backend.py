@@ -44,7 +44,7 @@ from offload_pass.registry import REGISTRY
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
-from offload_pass.planning.calibration import Calibration
+from offload_pass.planning.calibration import Calibration, overhead_allowed
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, recompute_entries,
@@ -194,6 +194,10 @@ class OffloadBackend:
             ),
             why_not,
             key,
+            # mode="auto" holds each plan to plain Inductor's compile of the same graph, measured beside it.
+            None if pristine is None or self.config.mode != Mode.AUTO else functools.partial(
+                _compile_plain, pristine, _user_patches(mode, options)
+            ),
         )
         return CompiledGraph(self, compiled, active, plan_index, replan)
 
@@ -296,7 +300,7 @@ class OffloadBackend:
                 )
             attempt = _recompute_for_budget(attempt, partition, budget, skip)
         if self.config.mode == Mode.AUTO:
-            attempt = _auto_within_overhead(attempt, partition, self.config.max_overhead)
+            attempt = _auto_within_overhead(attempt, partition, attempt.plan.overhead_allowed)
         check_budget(attempt.plan, budget, recompute)
         self._record(attempt.record)
         if keep_simulator and attempt.simulation is not None:
@@ -413,9 +417,14 @@ def _partition_and_plan(
     )
     reference = reference or baseline
     budget = None if reference is None else budget_bytes(config, reference)
+    allowed = None
+    if config.mode == Mode.AUTO:
+        allowed = config.max_overhead if reference is None else overhead_allowed(
+            config.max_overhead, calibration, reference
+        )
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
     schedule = schedule_copies(
-        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies, offset
+        fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies, offset, allowed
     )
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
@@ -423,6 +432,7 @@ def _partition_and_plan(
     plan.recompute_level = level
     plan.budget = budget
     plan.max_overhead = config.max_overhead if config.mode == Mode.AUTO else None
+    plan.overhead_allowed = allowed
     plan.calibration = calibration
     if times is not None:
         plan.baseline = reference
@@ -492,13 +502,14 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
 def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) -> _Attempt:
     """mode="auto": the selection chooses with its coarse model; the step
     simulator, which every report quotes, has the last word. Where it
-    predicts the rewritten step over ``max_overhead``, keep the longest
+    predicts the rewritten step over ``limit`` (``plan.overhead_allowed``:
+    max_overhead, of plain Inductor's measured step where there is one), keep the longest
     prefix of the selection's greedy order (most peak reduction first) that
     it predicts within, found by bisection (no copies always is)."""
     def within(attempt: _Attempt) -> bool:
         return attempt.plan.predicted_overhead <= limit + 1e-12
 
-    if first.plan.baseline is None or within(first):
+    if first.plan.baseline is None or within(first) or not first.plan.groups:
         return first
     chosen = len(first.plan.groups)
     low, high, best = 0, chosen - 1, None
@@ -562,6 +573,21 @@ def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id:
         if placeholder.name in changed:
             placeholder.meta["val"] = fw_nodes[placeholder.name].meta["val"]
     log.debug("offload_pass: %s views re-traced from their storage: %s", graph_id, ", ".join(changed))
+
+
+def _user_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Inductor's configuration as the user's ``torch.compile`` asked for it."""
+    from torch._inductor import list_mode_options
+
+    return {**(list_mode_options(mode) if mode else {}), **(options or {})}
+
+
+def _compile_plain(pristine: fx.GraphModule, patches: dict[str, Any], inputs: list) -> Callable:
+    """Plain Inductor's compile of Dynamo's graph (``patches``: the user's;
+    no pass of ours): what mode="auto" measures a plan's step against."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(graph_copy(pristine), inputs, config_patches=dict(patches))
 
 
 def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:

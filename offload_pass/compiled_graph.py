@@ -61,12 +61,13 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fit_calibration, median_call, nothing_to_decide, predicts_alike,
-    replan_reason,
+    Calibration, MeasuredCall, check_prediction, fit_calibration, median_call, nothing_to_decide, overhead_allowed,
+    predicts_alike, replan_reason,
 )
 from offload_pass.registry import REGISTRY
 from offload_pass.runtime.measure import CallMeasurement
 from offload_pass.runtime.state import STATE
+from offload_pass.units import format_bytes
 
 if TYPE_CHECKING:
     from offload_pass.backend import OffloadBackend
@@ -88,6 +89,10 @@ log = logging.getLogger("offload_pass")
 # median of the three (``median_call``).
 FIRST_MEASURED_CALL = 40
 MEASURED_CALLS = 3
+# mode="auto": the call that compiles plain Inductor's graph and runs it
+# (a warm-up); its calls measured are the MEASURED_CALLS right before
+# FIRST_MEASURED_CALL, on a device as settled as for the plan's.
+PLAIN_COMPILE_CALL = 2
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -138,9 +143,10 @@ def _carry(key: str, calibration: Calibration) -> None:
     The peak offset stays behind: it is what the timeline missed of the plan
     measured, and one plan's offset did not hold for another (HF Llama,
     budget 0.4 on the H200: +6.6 %). So does the time between forward and
-    backward, which holds the host's work of the plan measured."""
+    backward, which holds the host's work of the plan measured, and plain
+    Inductor's step measured beside it (a later compile measures its own)."""
     REGISTRY.calibrations[key] = dataclasses.replace(
-        calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True,
+        calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True, plain_work_ms=None,
         source=f"an earlier compile of this graph ({calibration.source})",
     )
 
@@ -159,6 +165,20 @@ class Replan:
     compile: Optional[Callable[[Calibration, list, Any], tuple[Callable, int, Optional[Callable]]]]
     why_not: str = ""
     key: str = ""  # graph_key: where a fitted calibration is carried to later compiles ("": nowhere)
+    # mode="auto": plain Inductor's compile of the same graph from one call's
+    # inputs (None: not measured), which each check measures the plan against.
+    compile_plain: Optional[Callable[[list], Callable]] = None
+
+
+def _allows_alike(plan: Any, calibration: Calibration) -> bool:
+    """Whether a plan under ``calibration`` would spend the slowdown
+    ``plan`` could (``plan.overhead_allowed``, within 0.1 %): mode="auto"
+    with plain Inductor measured anew holds the selection to that
+    measurement, a limit a calibration predicting alike does not show."""
+    if plan.max_overhead is None or plan.baseline is None:
+        return True
+    allowed = overhead_allowed(plan.max_overhead, calibration, plan.baseline)
+    return abs(allowed - (plan.overhead_allowed or plan.max_overhead)) <= 1e-3
 
 
 def _under(marks: Sequence[Mark]) -> str:
@@ -193,6 +213,13 @@ class CompiledGraph:
         self.calls = 0
         self.measurement: Optional[CallMeasurement] = None
         self.measured_calls: list[CallMeasurement] = []  # finished, read at the check
+        # mode="auto": plain Inductor's compiled graph (made at call
+        # PLAIN_COMPILE_CALL, which warms it up), its measured calls before
+        # the plan's, and why it is not measured (""; it is).
+        self.plain: Optional[Callable] = None
+        self.plain_calls: list[CallMeasurement] = []
+        self.plain_not_measured = ""
+        self._plain_warm = False
         self._key = mark_key(active)
         self._compiled_under = _under(active)
         self._warned = False
@@ -209,9 +236,12 @@ class CompiledGraph:
         settled = torch._C._current_graph_task_id() == -1 and torch.is_grad_enabled()
         if settled and self.measurement is not None and self.measurement.backward_ran:
             self._measured(args)
-        measuring = settled and self._start_measurement()
+        if settled and self.calls == PLAIN_COMPILE_CALL and self.plain is None:
+            self._compile_plain(args)
+        plain = settled and self._runs_plain()
+        measuring = settled and self._start_measurement(plain)
         try:
-            outputs = self.compiled(*args, **kwargs)
+            outputs = (self.plain if plain else self.compiled)(*args, **kwargs)  # type: ignore[misc]
         except BaseException:
             if measuring:
                 STATE.wait_timing = None
@@ -251,38 +281,113 @@ class CompiledGraph:
             stacklevel=3,
         )
 
-    def _start_measurement(self) -> bool:
+    def _compile_plain(self, args: tuple) -> None:
+        """mode="auto": compile plain Inductor's graph once (the call that
+        compiles it runs it, a warm-up: its lazy backward compile and
+        autotuning stay out of the calls measured)."""
+        replan = self.replan
+        if replan is None or replan.compile_plain is None or self.plan_index is None:
+            return
+        plan = self.backend.plans[self.plan_index]
+        if plan.prediction is None or nothing_to_decide(plan.candidates, plan.budget):
+            return  # never checked, or nothing a check would change
+        try:
+            with preserve_rng_state(), _disable_current_modes():
+                self.plain = replan.compile_plain(_inputs(args))
+        except Exception as error:  # measured against its prediction instead, never wrong
+            self.plain_not_measured = f"plain Inductor's compile failed ({type(error).__name__}: {error})"
+            log.warning("offload_pass: %s: %s; its step is held to the one predicted", self.graph_id,
+                        self.plain_not_measured)
+            self.replan = dataclasses.replace(replan, compile_plain=None)
+
+    def _runs_plain(self) -> bool:
+        """Whether this call runs plain Inductor's graph: the call that
+        compiled it, and the ``MEASURED_CALLS`` calls right before the
+        plan's measured ones while its plan is not checked yet, where the
+        device has room for the step without offload's peak."""
+        if self.plain is None or self.plan_index is None:
+            return False
+        plan = self.backend.plans[self.plan_index]
+        first = FIRST_MEASURED_CALL - MEASURED_CALLS
+        if self.calls == PLAIN_COMPILE_CALL and not self._plain_warm:
+            self._plain_warm = self._room_for_plain(plan)
+            return self._plain_warm
         if (
-            self.replan is None or self.measurement is not None or self.calls < FIRST_MEASURED_CALL
+            not self._plain_warm or not first <= self.calls < FIRST_MEASURED_CALL
+            or plan.measured is not None or plan.prediction is None
+        ):
+            return False
+        return self._room_for_plain(plan) if self.calls == first else not self.plain_not_measured
+
+    def _room_for_plain(self, plan: Any) -> bool:
+        self.plain_not_measured = self._no_room_for_plain(plan)
+        if self.plain_not_measured:
+            log.info("offload_pass: %s: plain Inductor's graph not run: %s", self.graph_id, self.plain_not_measured)
+        return not self.plain_not_measured
+
+    def _no_room_for_plain(self, plan: Any) -> str:
+        """Why the device cannot run the step without offload now ("": it
+        can): the peak its plan predicts above this plan's, a quarter more
+        for the timeline's error, past the memory free on the device and in
+        the caching allocator."""
+        device = self.replan.device  # type: ignore[union-attr]
+        if device.type != "cuda" or plan.baseline is None or plan.prediction is None:
+            return ""
+        need = int(max(0, plan.baseline.peak - plan.prediction.peak) * 1.25)
+        free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        if need <= free:
+            return ""
+        return (
+            f"its peak would take {format_bytes(need)} more than this plan's, and {format_bytes(free)} is free; "
+            "the plan is held to the step without offload as predicted"
+        )
+
+    def _start_measurement(self, plain: bool = False) -> bool:
+        """``plain``: this call runs plain Inductor's graph (measured from
+        ``MEASURED_CALLS`` calls before ``FIRST_MEASURED_CALL`` on, the
+        warm-up call not)."""
+        first = FIRST_MEASURED_CALL - MEASURED_CALLS if plain else FIRST_MEASURED_CALL
+        if (
+            self.replan is None or self.measurement is not None or self.calls < first
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
             or self.backend.plans[self.plan_index].prediction is None
         ):
             return False
         alone = self.backend._steps.ran_alone(self.plan_index)
         note = "" if alone else "the step runs other graphs, or this one several times"
-        previous = self.measured_calls[-1] if self.measured_calls else None
-        self.measurement = CallMeasurement(self.replan.device, self.calls, note, previous)
+        calls = self.plain_calls if plain else self.measured_calls
+        previous = calls[-1] if calls else None
+        self.measurement = CallMeasurement(self.replan.device, self.calls, note, previous, plain=plain)
         self.measurement.start_forward()
         return True
 
     def _measured(self, args: tuple) -> None:
         """A measured call's backward has run: keep it; after the last of
-        ``MEASURED_CALLS``, check the prediction against the median. The
-        events are read only then (reading waits for the device: a call
-        right after the wait would start on an idle device, unlike a step
-        the host issues ahead)."""
-        self.measured_calls.append(self.measurement)  # type: ignore[arg-type]
-        self.measurement = None
+        ``MEASURED_CALLS`` of the plan, check the prediction against the
+        median (and the plan's step against plain Inductor's median, where
+        its calls were measured). The events are read only then (reading
+        waits for the device: a call right after the wait would start on an
+        idle device, unlike a step the host issues ahead)."""
+        measurement, self.measurement = self.measurement, None
+        if measurement.plain:  # type: ignore[union-attr]
+            self.plain_calls.append(measurement)  # type: ignore[arg-type]
+            return
+        self.measured_calls.append(measurement)  # type: ignore[arg-type]
         if len(self.measured_calls) == MEASURED_CALLS:
             results = [m.result() for m in self.measured_calls]
-            self._checked(args, median_call(results))  # type: ignore[arg-type]
+            plain = None
+            if len(self.plain_calls) == MEASURED_CALLS:
+                plain = median_call([m.result() for m in self.plain_calls])  # type: ignore[misc]
+            self.plain_calls = []
+            self._checked(args, median_call(results), plain)  # type: ignore[arg-type]
 
-    def _checked(self, args: tuple, measured: MeasuredCall) -> None:
-        """Check the prediction against ``measured`` and, where
-        ``calibration.replan_reason`` says so, plan once more (from this
-        call's inputs)."""
+    def _checked(self, args: tuple, measured: MeasuredCall, plain: Optional[MeasuredCall] = None) -> None:
+        """Check the prediction against ``measured`` (and, mode="auto", the
+        plan's step against ``plain``, plain Inductor's graph measured right
+        before) and, where ``calibration.replan_reason`` says so, plan once
+        more (from this call's inputs)."""
         plan = self.backend.plans[self.plan_index]  # type: ignore[index]
-        check = check_prediction(plan.prediction, measured)
+        check = dataclasses.replace(check_prediction(plan.prediction, measured), plain=plain)
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
@@ -305,7 +410,9 @@ class CompiledGraph:
         calibration = fit_calibration(
             check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration
         )
-        if predicts_alike(replan.simulate(calibration), check.predicted):
+        if plain is not None:
+            calibration = dataclasses.replace(calibration, plain_work_ms=plain.work_ms)
+        if predicts_alike(replan.simulate(calibration), check.predicted) and _allows_alike(plan, calibration):
             log.info(
                 "offload_pass: %s not planned again (%s): %s predicts this plan as it was predicted, so it would "
                 "plan the same", plan.graph_id, reason, calibration.describe(),
@@ -339,4 +446,4 @@ class CompiledGraph:
         self.compiled, self.plan_index = compiled, plan_index
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
-        self.measured_calls = []
+        self.measured_calls, self.plain_calls = [], []

@@ -97,6 +97,10 @@ class OffloadPlan:
     # mode="auto": the slowdown allowed (OffloadConfig.max_overhead), which
     # the measured step is checked against (calibration.overhead_as_measured).
     max_overhead: Optional[float] = None
+    # mode="auto": the slowdown over the predicted step without offload the
+    # selection could spend (calibration.overhead_allowed): max_overhead, or
+    # max_overhead of plain Inductor's step where that was measured.
+    overhead_allowed: Optional[float] = None
     # mode="budget" past what offload alone reaches: the activation_memory_budget
     # PyTorch's partitioner ran under for this plan (planning/recompute.py),
     # every partition tried, as predicted (the first is offload alone), and
@@ -238,8 +242,9 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
         return " (the measured peak was over the budget)"
     if reason == ReplanReason.OVERHEAD:
         return (
-            f" (the measured step, its stalls on copies and its forward past the device's speed, put it over "
-            f"max_overhead by more than {STALL_TOLERANCE:.0%} of the step)"
+            " (the measured step was over max_overhead: over plain Inductor's graph measured beside it, or, "
+            "where that was not measured, its stalls on copies and its forward past the device's speed by more "
+            f"than {STALL_TOLERANCE:.0%} of the step)"
         )
     return ""
 

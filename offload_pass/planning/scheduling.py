@@ -67,6 +67,7 @@ def schedule_copies(
     budget: Optional[int] = None,
     max_copies: Optional[int] = None,
     peak_offset: int = 0,
+    max_overhead: Optional[float] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
@@ -76,7 +77,10 @@ def schedule_copies(
     missing at the measured peak. The schedule works on the timeline itself,
     which a calibration does not move: its budget is lowered by that much.
     ``max_copies``: mode="auto", keep only the first that many copies of the
-    selection's greedy order (the backend's check against the step simulator)."""
+    selection's greedy order (the backend's check against the step simulator);
+    ``max_overhead``: the slowdown it may spend over the step without
+    offload as predicted (``calibration.overhead_allowed``; None:
+    ``config.max_overhead``)."""
     if not plan.groups:
         return Schedule(plan)
     target = None if budget is None else budget - peak_offset
@@ -85,7 +89,10 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
-        plan = _select(plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies, peak_offset)
+        plan = _select(
+            plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies, peak_offset,
+            config.max_overhead if max_overhead is None else max_overhead,
+        )
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
@@ -123,15 +130,23 @@ def _select(
     budget: Optional[int],
     max_copies: Optional[int] = None,
     peak_offset: int = 0,
+    max_overhead: float = 0.0,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
     not choose, and say in the plan what was chosen. ``budget`` is met on
     the memory timeline, less ``peak_offset`` (what the timeline missed)."""
     pool = candidates(lifetimes)
     if config.mode == Mode.AUTO:
-        chosen, _ = choose_auto(step, pool, config.max_overhead)
+        # Below 0 (plain Inductor measured faster than predicted by more
+        # than max_overhead) no copy fits.
+        chosen = choose_auto(step, pool, max_overhead)[0] if max_overhead >= 0 else []
         chosen = chosen if max_copies is None else chosen[:max_copies]
         note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
+        if max_overhead != config.max_overhead:
+            note = (
+                f"mode=auto (max_overhead {config.max_overhead:.1%} of plain Inductor's step as measured: "
+                f"{max_overhead:+.1%} over the step without offload as predicted)"
+            )
         reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
     else:
         if budget is None:

@@ -52,10 +52,17 @@ class CallMeasurement:
     """Measures call ``call`` of one compiled graph on ``device`` (CUDA)."""
 
     def __init__(
-        self, device: torch.device, call: int, peak_note: str = "", previous: Optional["CallMeasurement"] = None
+        self,
+        device: torch.device,
+        call: int,
+        peak_note: str = "",
+        previous: Optional["CallMeasurement"] = None,
+        plain: bool = False,
     ) -> None:
         self.device = device
         self.call = call
+        # What is measured: plain Inductor's graph (mode="auto"'s reference), else the plan's.
+        self.plain = plain
         # The measurement of the call just before this one, whose backward's
         # end starts the time outside the graph (None: not measured).
         self.previous = previous if previous is not None and previous.call == call - 1 else None
