@@ -408,7 +408,7 @@ class CompiledGraph:
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         calibration = fit_calibration(
-            check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration
+            check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline
         )
         if plain is not None:
             calibration = dataclasses.replace(calibration, plain_work_ms=plain.work_ms)

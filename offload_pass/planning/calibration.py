@@ -479,6 +479,20 @@ def overhead_allowed(
     return (1 + max_overhead) * calibration.plain_work_ms / predicted - 1
 
 
+def _plain_forward_speed(
+    plain: Optional[MeasuredCall], without_offload: Optional[StepPrediction], prior: Optional[Calibration]
+) -> Optional[float]:
+    """The device's speed in the forward as plain Inductor's graph ran it: its
+    measured forward (less what the step without offload was predicted to
+    idle for the host) over the simulator's own forward of that step
+    (``without_offload``'s, made under ``prior``, over ``prior``'s scale).
+    None without a measured plain Inductor or a prediction to hold it to."""
+    if plain is None or without_offload is None or without_offload.forward_ms <= 0:
+        return None
+    own = without_offload.forward_ms / (prior.forward_scale if prior is not None else 1.0)
+    return max(plain.forward_ms - without_offload.forward_idle_ms, 0.0) / own
+
+
 def _fit_scale(wait_at: Callable[[float], float], target: float, noise: float, start: float = 1.0) -> float:
     """The bandwidth scale at which ``wait_at(scale)`` (the simulated stall,
     non-increasing in the scale) meets ``target``; ``start`` (an earlier
@@ -537,6 +551,7 @@ def fit_calibration(
     simulate: Callable[[Calibration], StepPrediction],
     source: str,
     prior: Optional[Calibration] = None,
+    without_offload: Optional[StepPrediction] = None,
 ) -> Calibration:
     """The calibration under which ``simulate`` (the step simulator over the
     graphs that were measured) reproduces ``check.measured``: compute per
@@ -556,6 +571,16 @@ def fit_calibration(
     stalled 1.18 ms, device->host x0.935; graph 1 stalled none and was
     fitted x1.000; graph 2, planned under that, stalled 1.04 ms where it
     predicted none, and measured +3.6 % against max_overhead 1 %).
+    ``without_offload``: the step without offload as predicted under
+    ``prior``; with ``check.plain`` (plain Inductor's graph measured), it
+    gives the device's speed in the forward (``_plain_forward_speed``), in
+    place of the bound ``PHASE_SPEED_TOLERANCE`` sets from the backward's:
+    what the plan's forward took past plain Inductor's speed is its runtime
+    ops' (HF Llama on the H200: every plan with copies ran its forward
+    0.6 ms past plain Inductor's, its stalls aside; fitted as the device's
+    speed, the simulator put a plan without copies 2.6-2.9 % above its
+    measured step, and the step without offload as far above plain
+    Inductor's).
 
     The compute's scale takes in whatever the device idled for the host in
     the measured call (events time the stream, not its kernels), and the
@@ -584,7 +609,8 @@ def fit_calibration(
     # without offload's (HF Llama, H200, 15 copies: forward x1.079, backward
     # x0.971; taken as the device's speed it put the step without offload
     # 2.2 % above plain Inductor's, and auto 2 % measured +4.4 %).
-    device_speed = _forward_speed(forward_scale, backward_scale)
+    plain_speed = _plain_forward_speed(check.plain, without_offload, prior)
+    device_speed = _forward_speed(forward_scale, backward_scale) if plain_speed is None else plain_speed
     device_bound = predicted.forward_ops > 0 and device_speed < forward_scale
     calibration = Calibration(
         forward_scale=device_speed if device_bound else forward_scale,
