@@ -21,13 +21,22 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   (the step time or the peak off by more than ``REPLAN_TOLERANCE``, 3 %,
   or the stalls on copies by more than ``STALL_TOLERANCE``, 1 % of the step;
   under mode="budget", a measured peak over the budget; under mode="auto",
-  a measured step over ``max_overhead``: ``calibration.overhead_as_measured``), the next call with
+  a measured step over ``max_overhead``: ``calibration.overhead_as_measured``, against
+  plain Inductor's graph measured beside the plan where it was), the next call with
   gradients on fits a ``Calibration`` (``planning/calibration.py``) and
   compiles the graph once more under it, from that call's inputs: a new
   record whose plan says what it was calibrated by and why
   (``plan.calibration``, ``plan.replan_reason``), itself measured on its
   calls 40 to 42 the same way. Each reason at most once: a graph is planned
-  at most twice more.
+  at most twice more;
+- under mode="auto" on CUDA, compiles plain Inductor's graph of the same
+  Dynamo graph at call ``PLAIN_COMPILE_CALL`` (2), which runs it (a
+  warm-up), and runs it measured on the ``MEASURED_CALLS`` calls before the
+  plan's measured ones (37-39), where the device has room for its peak:
+  the check holds the plan's step to it (``PredictionCheck.plain``), and a
+  re-plan spends ``max_overhead`` of it (``Calibration.plain_work_ms``).
+  Measured first, while the device's clock still falls after a compile, it
+  runs slightly fast: the overhead errs high, on the promise's safe side.
 
 Also gives ``graph_key`` and the calibrations carried between compiles:
 the scales of each calibration whose re-plan compiled (node times, host
@@ -311,6 +320,13 @@ class CompiledGraph:
         first = FIRST_MEASURED_CALL - MEASURED_CALLS
         if self.calls == PLAIN_COMPILE_CALL and not self._plain_warm:
             self._plain_warm = self._room_for_plain(plan)
+            if self._plain_warm:
+                # Said once: these steps offload nothing, whatever the step report counts for the plan.
+                log.info(
+                    "offload_pass: %s: calls %d and %d-%d of each plan run plain Inductor's graph (mode='auto' "
+                    "measures the plan's step against it; the gradients are the same)", self.graph_id,
+                    PLAIN_COMPILE_CALL, first, FIRST_MEASURED_CALL - 1,
+                )
             return self._plain_warm
         if (
             not self._plain_warm or not first <= self.calls < FIRST_MEASURED_CALL

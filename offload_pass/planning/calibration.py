@@ -25,7 +25,10 @@ above what was allocated when the forward started). Gives:
   a prediction off by more than its tolerance (the first re-plan
   only), or, under mode="budget", a measured peak over the budget the plan
   predicted it within (once), or, under mode="auto", a measured step over
-  ``max_overhead`` (``overhead_as_measured``; once). A
+  ``max_overhead`` (``overhead_as_measured``: against plain Inductor's
+  graph measured beside the plan, ``PredictionCheck.plain``, where it was;
+  once); ``overhead_allowed``: the slowdown over the predicted step without
+  offload that a re-plan's selection may spend. A
   graph is planned at most twice more.
 
 Pure functions over plain data: the simulator is handed in as a callable, so
