@@ -17,7 +17,8 @@ once per measured call.
 
 The peak is read from the caching allocator's counters, which the measured
 call resets (``torch.cuda.reset_peak_memory_stats``) at the forward's start,
-once per measured call (three per compiled graph); the backend measures it
+once per measured call (three per compiled graph, three more for plain
+Inductor's graph under mode="auto"); the backend measures it
 only where the step runs this one graph once, the only case in which it is
 this graph's peak.
 """
