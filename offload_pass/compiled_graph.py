@@ -10,8 +10,9 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - counts the call in the backend's step report (``reporting/step_report.py``);
 - on CUDA, unless ``disabled_passes`` names "calibrate": measures three
   calls from call 40 on (40, 41 and 42 where a step calls the graph once;
-  call 1 warms up: autotuning, host pools, the lazy backward compile; calls
-  2-39 let the device's clock settle under load: ``FIRST_MEASURED_CALL``) with
+  38, 40 and 42 under mode="auto", below; call 1 warms up: autotuning, host
+  pools, the lazy backward compile; calls 2-39 let the device's clock
+  settle under load: ``FIRST_MEASURED_CALL``) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
   against the median of them (``calibration.median_call``) in the plan
   (``plan.measured``); each measured call after the first is handed the one
@@ -31,12 +32,14 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   at most twice more;
 - under mode="auto" on CUDA, compiles plain Inductor's graph of the same
   Dynamo graph at call ``PLAIN_COMPILE_CALL`` (2), which runs it (a
-  warm-up), and runs it measured on the ``MEASURED_CALLS`` calls before the
-  plan's measured ones (37-39), where the device has room for its peak:
-  the check holds the plan's step to it (``PredictionCheck.plain``), and a
-  re-plan spends ``max_overhead`` of it (``Calibration.plain_work_ms``).
-  Measured first, while the device's clock still falls after a compile, it
-  runs slightly fast: the overhead errs high, on the promise's safe side.
+  warm-up), and runs it measured on ``MEASURED_CALLS`` calls interleaved
+  with the plan's (plain Inductor 37, 39, 41; the plan 38, 40, 42), where
+  the device has room for its peak: the check holds the plan's step to it
+  (``PredictionCheck.plain``), and a re-plan spends ``max_overhead`` of it
+  (``Calibration.plain_work_ms``). Interleaved, both run on the same clock:
+  measured before the plan's, plain Inductor ran while the device's clock
+  still fell, and its median moved by up to 7 % between one process's
+  checks (an H200, 2026-11-26).
 
 Also gives ``graph_key`` and the calibrations carried between compiles:
 the scales of each calibration whose re-plan compiled (node times, host
@@ -99,9 +102,15 @@ log = logging.getLogger("offload_pass")
 FIRST_MEASURED_CALL = 40
 MEASURED_CALLS = 3
 # mode="auto": the call that compiles plain Inductor's graph and runs it
-# (a warm-up); its calls measured are the MEASURED_CALLS right before
-# FIRST_MEASURED_CALL, on a device as settled as for the plan's.
+# (a warm-up). Its measured calls take turns with the plan's, plain
+# Inductor's first (``first_plain_call``: 37, 39, 41; the plan's 38, 40, 42):
+# the plan's last measured call stays FIRST_MEASURED_CALL + MEASURED_CALLS - 1.
 PLAIN_COMPILE_CALL = 2
+
+
+def first_plain_call() -> int:
+    """Plain Inductor's first measured call (37)."""
+    return FIRST_MEASURED_CALL - MEASURED_CALLS
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -227,6 +236,9 @@ class CompiledGraph:
         # the plan's, and why it is not measured (""; it is).
         self.plain: Optional[Callable] = None
         self.plain_calls: list[CallMeasurement] = []
+        # The last measured call of either graph: a call measured right
+        # after it measures the time outside the graph from its backward's end.
+        self._last_measured: Optional[CallMeasurement] = None
         self.plain_not_measured = ""
         self._plain_warm = False
         self._key = mark_key(active)
@@ -311,29 +323,31 @@ class CompiledGraph:
 
     def _runs_plain(self) -> bool:
         """Whether this call runs plain Inductor's graph: the call that
-        compiled it, and the ``MEASURED_CALLS`` calls right before the
-        plan's measured ones while its plan is not checked yet, where the
-        device has room for the step without offload's peak."""
+        compiled it, and, while its plan is not checked yet, every other
+        call from ``first_plain_call()`` on, ``MEASURED_CALLS`` of them (37,
+        39, 41), where the device has room for the step without offload's
+        peak."""
         if self.plain is None or self.plan_index is None:
             return False
         plan = self.backend.plans[self.plan_index]
-        first = FIRST_MEASURED_CALL - MEASURED_CALLS
         if self.calls == PLAIN_COMPILE_CALL and not self._plain_warm:
             self._plain_warm = self._room_for_plain(plan)
             if self._plain_warm:
                 # Said once: these steps offload nothing, whatever the step report counts for the plan.
                 log.info(
-                    "offload_pass: %s: calls %d and %d-%d of each plan run plain Inductor's graph (mode='auto' "
-                    "measures the plan's step against it; the gradients are the same)", self.graph_id,
-                    PLAIN_COMPILE_CALL, first, FIRST_MEASURED_CALL - 1,
+                    "offload_pass: %s: calls %d and %s of each plan run plain Inductor's graph (mode='auto' "
+                    "measures the plan's step against it, on the calls between; the gradients are the same)",
+                    self.graph_id, PLAIN_COMPILE_CALL,
+                    ", ".join(str(first_plain_call() + 2 * i) for i in range(MEASURED_CALLS)),
                 )
             return self._plain_warm
+        turn = self.calls - first_plain_call()
         if (
-            not self._plain_warm or not first <= self.calls < FIRST_MEASURED_CALL
+            not self._plain_warm or not 0 <= turn < 2 * MEASURED_CALLS or turn % 2
             or plan.measured is not None or plan.prediction is None
         ):
             return False
-        return self._room_for_plain(plan) if self.calls == first else not self.plain_not_measured
+        return self._room_for_plain(plan) if turn == 0 else not self.plain_not_measured
 
     def _room_for_plain(self, plan: Any) -> bool:
         self.plain_not_measured = self._no_room_for_plain(plan)
@@ -359,10 +373,16 @@ class CompiledGraph:
         )
 
     def _start_measurement(self, plain: bool = False) -> bool:
-        """``plain``: this call runs plain Inductor's graph (measured from
-        ``MEASURED_CALLS`` calls before ``FIRST_MEASURED_CALL`` on, the
-        warm-up call not)."""
-        first = FIRST_MEASURED_CALL - MEASURED_CALLS if plain else FIRST_MEASURED_CALL
+        """``plain``: this call runs plain Inductor's graph (the warm-up
+        call is not measured). The plan's calls are measured from
+        ``FIRST_MEASURED_CALL`` on, or from the call after
+        ``first_plain_call()`` where plain Inductor's take turns with them."""
+        if plain:
+            first = first_plain_call()
+        elif self._plain_warm and not self.plain_not_measured:
+            first = first_plain_call() + 1
+        else:
+            first = FIRST_MEASURED_CALL
         if (
             self.replan is None or self.measurement is not None or self.calls < first
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
@@ -371,9 +391,7 @@ class CompiledGraph:
             return False
         alone = self.backend._steps.ran_alone(self.plan_index)
         note = "" if alone else "the step runs other graphs, or this one several times"
-        calls = self.plain_calls if plain else self.measured_calls
-        previous = calls[-1] if calls else None
-        self.measurement = CallMeasurement(self.replan.device, self.calls, note, previous, plain=plain)
+        self.measurement = CallMeasurement(self.replan.device, self.calls, note, self._last_measured, plain=plain)
         self.measurement.start_forward()
         return True
 
@@ -385,6 +403,7 @@ class CompiledGraph:
         waits for the device: a call right after the wait would start on an
         idle device, unlike a step the host issues ahead)."""
         measurement, self.measurement = self.measurement, None
+        self._last_measured = measurement
         if measurement.plain:  # type: ignore[union-attr]
             self.plain_calls.append(measurement)  # type: ignore[arg-type]
             return
@@ -462,4 +481,4 @@ class CompiledGraph:
         self.compiled, self.plan_index = compiled, plan_index
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
-        self.measured_calls, self.plain_calls = [], []
+        self.measured_calls, self.plain_calls, self._last_measured = [], [], None

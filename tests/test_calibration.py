@@ -10,6 +10,7 @@ different choice, gradients still plain Inductor's, never a third plan).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import time
@@ -241,13 +242,13 @@ def test_auto_holds_the_plan_to_plain_inductor_measured_beside_it():
     # Inductor's own step (about 32.3 ms); the benchmark measured +3.6 %.
     without = _prediction(forward=10.5, backward=22.16)
     predicted = _prediction(forward=10.7, backward=22.1)
-    measured = MeasuredCall(40, 10.96, 22.17, 0.25, 0.05, 1000, of_calls=(40, 41, 42))
+    measured = MeasuredCall(40, 10.96, 22.17, 0.25, 0.05, 1000, of_calls=(38, 40, 42))
     alone = check_prediction(predicted, measured)
     overhead = ReplanReason.OVERHEAD
     assert alone.plain is None and alone.measured_overhead is None
     assert overhead_as_measured(alone, without) == pytest.approx(0.0135, abs=0.0005)
     assert replan_reason(alone, None, [ReplanReason.PREDICTION], max_overhead=0.01, without_offload=without) is None
-    plain = MeasuredCall(38, 10.3, 22.0, 0.0, 0.0, 1200, of_calls=(37, 38, 39))
+    plain = MeasuredCall(39, 10.3, 22.0, 0.0, 0.0, 1200, of_calls=(37, 39, 41))
     beside = dataclasses.replace(alone, plain=plain)
     assert beside.measured_overhead == pytest.approx(33.13 / 32.3 - 1)
     assert overhead_as_measured(beside, without) == beside.measured_overhead
@@ -259,7 +260,7 @@ def test_auto_holds_the_plan_to_plain_inductor_measured_beside_it():
     assert replan_reason(beside, None, [ReplanReason.PREDICTION, overhead], max_overhead=0.01,
                          without_offload=without) is None
     assert beside.describe().endswith(
-        "plain Inductor's graph measured on call 38 (the median of calls 37, 38, 39): forward and backward "
+        "plain Inductor's graph measured on call 39 (the median of calls 37, 39, 41): forward and backward "
         "32.30 ms, this plan's 33.13 (+2.6%)"
     )
 
@@ -455,7 +456,7 @@ def test_plain_inductors_measured_forward_is_the_devices_speed_in_it():
     measured = MeasuredCall(2, 9.7, 19.1, 0.0, 0.0, 1000)
     earlier = Calibration(forward_scale=0.95)  # the plan was planned under it
     without = _with_ops(earlier, ops=0)  # the step without offload as predicted then: 9.5 + 20
-    plain = MeasuredCall(38, 9.1, 19.0, 0.0, 0.0, 1200, of_calls=(37, 38, 39))
+    plain = MeasuredCall(39, 9.1, 19.0, 0.0, 0.0, 1200, of_calls=(37, 39, 41))
     check = dataclasses.replace(check_prediction(_with_ops(earlier), measured), plain=plain)
     fitted = fit_calibration(check, _with_ops, "x", earlier, without)
     assert fitted.forward_scale == pytest.approx(0.91) and fitted.backward_scale == pytest.approx(0.955)
@@ -559,8 +560,17 @@ INPUTS = (torch.randn(8, 128, 32),)
 FIRST_MEASURED = 6
 MEASURED = tuple(range(FIRST_MEASURED, FIRST_MEASURED + compiled_graph.MEASURED_CALLS))
 CHECKED = MEASURED[-1] + 1
-# The fixed figures are alike for every call: the median is the middle one.
-MEDIAN_OF_MEASURED = f"call {MEASURED[1]} (the median of calls {', '.join(map(str, MEASURED))})"
+# mode="auto" measures plain Inductor's graph on every other call from
+# FIRST_MEASURED - MEASURED_CALLS on (3, 5, 7), the plan's between (4, 6, 8).
+PLAIN_MEASURED = tuple(range(FIRST_MEASURED - compiled_graph.MEASURED_CALLS, CHECKED - 1, 2))
+MEASURED_BESIDE_PLAIN = tuple(call + 1 for call in PLAIN_MEASURED)
+assert MEASURED_BESIDE_PLAIN[-1] == MEASURED[-1]  # checked at the same call
+
+
+def _median_of(calls):
+    """How a check names its calls where the fixed figures are alike for
+    every call: the median is the middle one."""
+    return f"call {calls[1]} (the median of calls {', '.join(map(str, calls))})"
 
 
 def _nothing_marked(model):
@@ -618,8 +628,9 @@ def _auto_backend(device_measured, figures):
 
 def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured, caplog):
     backend = _auto_backend(device_measured, _copy_bound_device)
-    # Calls 6-8 measured, call 9 planned again, the new graph's calls 6-8
-    # (steps 14-16) measured, step 17 checks it: this device stalls 3x the
+    # Calls 4, 6, 8 measured (plain Inductor's 3, 5, 7), call 9 planned
+    # again, the new graph's calls 4, 6, 8 (steps 12, 14, 16) measured, step
+    # 17 checks it: this device stalls 3x the
     # forward whatever the copies, over max_overhead (30 %), but no
     # bandwidth explains that (the fit stops at 1/8 of the profile's, where
     # the first re-plan was calibrated already): not planned again for it,
@@ -632,10 +643,10 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
     assert "predicts this plan as it was predicted, so it would plan the same" in caplog.text
     assert first.calibration is None and first.measured is not None and not first.measured.within()
     calibration = second.calibration
-    assert calibration is not None and calibration.source == f"graph 0, {MEDIAN_OF_MEASURED}"
+    assert calibration is not None and calibration.source == f"graph 0, {_median_of(MEASURED_BESIDE_PLAIN)}"
     assert calibration.d2h_scale < 0.5 and calibration.forward_scale == pytest.approx(1.0)
     assert first.groups and len(second.groups) < len(first.groups), (str(first), str(second))
-    assert second.measured is not None and second.measured.measured.of_calls == MEASURED
+    assert second.measured is not None and second.measured.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert second.replan_reason == "prediction"
     assert (
         "planned again (the prediction was off by more than 3%, or its stalls on copies by more than 1% of the step), "
@@ -735,7 +746,7 @@ def test_a_carried_plan_measured_off_is_planned_again_and_its_fit_carried_on(dev
     carried, again = second_backend.plans
     assert carried.calibration == fitted and carried.measured is not None and not carried.measured.within()
     assert again.replan_reason == "prediction" and not again.calibration.carried
-    assert again.calibration.source == f"graph 0, {MEDIAN_OF_MEASURED}"
+    assert again.calibration.source == f"graph 0, {_median_of(MEASURED_BESIDE_PLAIN)}"
     assert REGISTRY.calibrations[key] != fitted
     assert REGISTRY.calibrations == {key: dataclasses.replace(
         again.calibration, source=f"an earlier compile of this graph ({again.calibration.source})", carried=True,
@@ -778,9 +789,11 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     assert check.describe() in str(backend.plans[0])
     # Each measured call is handed the one before it, where that one was
     # measured (the time outside the graph runs from its backward's end):
-    # plain Inductor's calls 3-5 (mode="auto") chained apart from the plan's.
-    assert device_measured.plain_calls == [MEASURED[0] - 3, MEASURED[0] - 2, MEASURED[0] - 1]
-    assert device_measured.previous_calls == [None, MEASURED[0] - 3, MEASURED[0] - 2, None, MEASURED[0], MEASURED[1]]
+    # plain Inductor's calls 3, 5, 7 (mode="auto") and the plan's 4, 6, 8
+    # take turns, each chained to the other's.
+    assert device_measured.plain_calls == list(PLAIN_MEASURED) == [3, 5, 7]
+    assert check.measured.of_calls == MEASURED_BESIDE_PLAIN and check.plain.of_calls == PLAIN_MEASURED
+    assert device_measured.previous_calls == [None, 3, 4, 5, 6, 7]
 
 
 def test_the_step_as_run_adds_the_time_measured_outside_the_graph():
@@ -876,7 +889,7 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
     assert not device_measured.plain_calls  # plain Inductor is mode="auto"'s reference only
 
 
-def test_auto_measures_plain_inductor_before_the_plans_calls_and_holds_the_re_plan_to_it(
+def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_plan_to_it(
     device_measured, monkeypatch, caplog
 ):
     # The plan measures as predicted; plain Inductor's graph runs its
@@ -885,7 +898,7 @@ def test_auto_measures_plain_inductor_before_the_plans_calls_and_holds_the_re_pl
     # again for it, its forward's time past plain Inductor's speed charged to
     # its runtime ops, its selection spending 5 % of plain Inductor's step.
     ran = []
-    real = COMPILE_PLAIN  # the real compile: what runs on calls 2 and 3-5 is plain Inductor's
+    real = COMPILE_PLAIN  # the real compile: what runs on calls 2 and 3, 5, 7 is plain Inductor's
 
     def counted(pristine, patches, inputs):
         compiled = real(pristine, patches, inputs)
@@ -908,13 +921,14 @@ def test_auto_measures_plain_inductor_before_the_plans_calls_and_holds_the_re_pl
         grads = _train(backend, steps=steps, every_step=True)
     assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
     first, second = backend.plans
-    plain_measured = tuple(range(FIRST_MEASURED - compiled_graph.MEASURED_CALLS, FIRST_MEASURED))
-    # Each plan's calls 3-5 ran plain Inductor's graph, measured, chained
-    # like the plan's 6-8; call 2 warmed it up, once.
+    plain_measured = PLAIN_MEASURED
+    # Each plan's calls 3, 5, 7 ran plain Inductor's graph, measured, between
+    # the plan's 4, 6, 8; call 2 warmed it up, once.
     assert device_measured.plain_calls == list(plain_measured) * 2
     assert len(ran) == 1 + 2 * len(plain_measured)
     check = first.measured
     assert check.plain is not None and check.plain.of_calls == plain_measured
+    assert check.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert check.plain.work_ms == pytest.approx(0.5 * first.baseline.forward_ms + first.baseline.backward_ms)
     assert check.measured_overhead == pytest.approx(check.measured.work_ms / check.plain.work_ms - 1)
     assert check.measured_overhead > 0.05 and check.within()
@@ -1039,35 +1053,55 @@ def test_calls_six_to_eight_are_measured_on_the_device():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_auto_runs_plain_inductor_measured_on_the_device():
     """mode="auto": plain Inductor's compile of the graph runs on calls 2
-    (warm-up) and 3-5 (measured, before the plan's 6-8); every step's
-    gradients are plain Inductor's, bit for bit."""
+    (warm-up) and 3, 5, 7 (measured, between the plan's 4, 6, 8); every
+    step's gradients are plain Inductor's: bit for bit under a plan without
+    copies; under a plan with copies no further from the exact (fp64)
+    gradients than plain Inductor's own rounding. A reload can change which
+    kernels Inductor fuses, and a reduction then rounds otherwise (on the
+    H200, one run in six: the norm weights' gradients 6e-11 apart, plain
+    Inductor's own error 4e-9); a wrong or stale reload is off by far more."""
     def run(backend, steps=2 * CHECKED):
         torch._dynamo.reset()
         torch.manual_seed(0)
         model = make_decoder(layers=2, hidden=256, heads=4).cuda()
         x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
+        exact = copy.deepcopy(model).double()
+        exact(x.double()).backward()
         compiled = torch.compile(model, backend=backend)
         grads = []
         for _ in range(steps):
             model.zero_grad(set_to_none=True)
             compiled(x).backward()
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-        return grads
+        return grads, {n: p.grad for n, p in exact.named_parameters()}
 
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.05, min_bytes=0)
-    grads = run(backend)
+    grads, _ = run(backend)
     first = backend.plans[0]
     check = first.measured
     assert check is not None and check.plain is not None, str(first)
     plain = check.plain
-    assert plain.of_calls == tuple(range(FIRST_MEASURED - compiled_graph.MEASURED_CALLS, FIRST_MEASURED))
+    assert plain.of_calls == PLAIN_MEASURED and check.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert plain.forward_wait_ms == plain.backward_wait_ms == 0.0 and plain.work_ms > 0
     assert check.measured_overhead == pytest.approx(check.measured.work_ms / plain.work_ms - 1)
-    assert "plain Inductor's graph measured on call 4 (the median of calls 3, 4, 5)" in str(first)
-    want = run("inductor")
+    assert plain.call in PLAIN_MEASURED
+    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 3, 5, 7)" in str(first)
+    want, exact = run("inductor")
+    # Plain Inductor's own distance from the exact gradients, per parameter
+    # (every step computes the same gradients: nothing updates the weights).
+    rounding = {n: (want[0][n].double() - exact[n]).abs().max().item() for n in exact}
+    assert max(rounding.values()) > 0  # a tolerance that exists, and stays far below any moved data
+    # Each plan runs from the call after its predecessor's check (CHECKED).
+    copies = [bool(p.groups) for p in backend.plans]
+    differ = []
     for step, (got, expected) in enumerate(zip(grads, want), 1):
+        with_copies = copies[min((step - 1) // (CHECKED - 1), len(copies) - 1)]
         for name in expected:
-            assert torch.equal(got[name], expected[name]), (step, name)
+            apart = (got[name] - expected[name]).abs().max().item()
+            if apart > (rounding[name] if with_copies else 0.0):
+                differ.append((step, name, apart, rounding[name]))
+    plans = [(p.graph_id, p.replan_reason, len(p.groups), p.offloaded_bytes) for p in backend.plans]
+    assert not differ, (sorted({step for step, *_ in differ}), differ[:6], plans)
 
 
 def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measured, caplog):

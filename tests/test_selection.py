@@ -340,3 +340,59 @@ def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_sear
         assert got == simulate_offload(step, chosen) and got.peak <= 1.03 * min(peaks)
         lowest += got.peak == min(peaks)
     assert lowest >= 98
+
+
+def _attempt(copies, overhead, freed_mib, selection="mode=auto (max_overhead 10.0%): chose"):
+    """A planned partition as _auto_within_overhead reads it: a step without
+    offload of 30 ms and 3107 MiB, the rewritten one ``overhead`` slower and
+    ``freed_mib`` lower."""
+    from types import SimpleNamespace
+
+    baseline = SimpleNamespace(step_ms=30.0, peak=3107 << 20)
+    prediction = SimpleNamespace(step_ms=30.0 * (1 + overhead), peak=(3107 - freed_mib) << 20)
+    plan = SimpleNamespace(
+        baseline=baseline, prediction=prediction, groups=list(range(copies)), predicted_overhead=overhead,
+        selection=selection, graph_id="graph 0",
+    )
+    return SimpleNamespace(plan=plan)
+
+
+def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within_less():
+    # The decoder at max_overhead 10 % on the H200 (2026-11-27): the
+    # selection's 5 copies predicted +10.1 % by the step simulator, their
+    # first 4 within (512 MiB); the selection's own choice at 5 % is another
+    # set, 6 copies freeing 544 MiB at +4.8 %: a larger max_overhead must not
+    # free less than a smaller one did.
+    from offload_pass.backend import _auto_within_overhead
+
+    prefixes = [(0, 0.0, 0), (1, 0.02, 128), (2, 0.04, 256), (3, 0.05, 384), (4, 0.064, 512)]
+    calls = []
+
+    def partition(level, reference, max_copies=None, select_within=None, within_share=None):
+        calls.append((max_copies, select_within))
+        if max_copies is not None:
+            return _attempt(*prefixes[max_copies])
+        return within_share(select_within)
+
+    first = _attempt(5, 0.101, 640)
+    chosen = _auto_within_overhead(first, lambda *a, **k: partition(
+        *a, **k, within_share=lambda s: _attempt(6, 0.048, 544, "mode=auto (max_overhead 10.0%; chosen within +5.0%): chose")
+    ), 0.10)
+    assert len(chosen.plan.groups) == 6 and [c for c in calls if c[0] is None] == [(None, 0.05)]
+    assert chosen.plan.selection.endswith(
+        "; the step simulator predicted +10.1% with all 5 copies chosen; chosen within +5.0% instead: 6 copies "
+        "(+4.8%), a lower predicted peak than the first 4 of the 5 (+6.4%)"
+    ), chosen.plan.selection
+    # A selection within half the limit that frees less: the prefix stays.
+    calls.clear()
+    chosen = _auto_within_overhead(first, lambda *a, **k: partition(
+        *a, **k, within_share=lambda s: _attempt(3, 0.03, 300)
+    ), 0.10)
+    assert len(chosen.plan.groups) == 4
+    assert chosen.plan.selection.endswith("with all 5 copies chosen: kept the first 4 (+6.4%)"), chosen.plan.selection
+    # Over the limit at half of it too: a quarter is tried.
+    calls.clear()
+    chosen = _auto_within_overhead(first, lambda *a, **k: partition(
+        *a, **k, within_share=lambda s: _attempt(7, 0.11, 600) if s > 0.03 else _attempt(6, 0.09, 560)
+    ), 0.10)
+    assert [c for c in calls if c[0] is None] == [(None, 0.05), (None, 0.025)] and len(chosen.plan.groups) == 6

@@ -180,7 +180,7 @@ class PredictionCheck:
     predicted: StepPrediction
     measured: MeasuredCall
     # mode="auto": plain Inductor's compile of the same graph, measured on
-    # the calls right before the plan's (``compiled_graph.py``); None: not measured.
+    # calls taking turns with the plan's (``compiled_graph.py``); None: not measured.
     plain: Optional[MeasuredCall] = None
 
     @property

@@ -68,6 +68,7 @@ def schedule_copies(
     max_copies: Optional[int] = None,
     peak_offset: int = 0,
     max_overhead: Optional[float] = None,
+    select_within: Optional[float] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
@@ -80,7 +81,9 @@ def schedule_copies(
     selection's greedy order (the backend's check against the step simulator);
     ``max_overhead``: the slowdown it may spend over the step without
     offload as predicted (``calibration.overhead_allowed``; None:
-    ``config.max_overhead``)."""
+    ``config.max_overhead``); ``select_within``: mode="auto", the slowdown
+    the selection's coarse model may choose within (None: ``max_overhead``;
+    the backend's retry under a step simulator that disagrees with it)."""
     if not plan.groups:
         return Schedule(plan)
     target = None if budget is None else budget - peak_offset
@@ -89,9 +92,10 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
         )
+        allowed = config.max_overhead if max_overhead is None else max_overhead
         plan = _select(
             plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies, peak_offset,
-            config.max_overhead if max_overhead is None else max_overhead,
+            allowed, allowed if select_within is None else select_within,
         )
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
@@ -131,6 +135,7 @@ def _select(
     max_copies: Optional[int] = None,
     peak_offset: int = 0,
     max_overhead: float = 0.0,
+    select_within: Optional[float] = None,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
     not choose, and say in the plan what was chosen. ``budget`` is met on
@@ -139,7 +144,8 @@ def _select(
     if config.mode == Mode.AUTO:
         # Below 0 (plain Inductor measured faster than predicted by more
         # than max_overhead) no copy fits.
-        chosen = choose_auto(step, pool, max_overhead)[0] if max_overhead >= 0 else []
+        within = max_overhead if select_within is None else select_within
+        chosen = choose_auto(step, pool, within)[0] if within >= 0 else []
         chosen = chosen if max_copies is None else chosen[:max_copies]
         note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
         if max_overhead != config.max_overhead:
@@ -147,6 +153,8 @@ def _select(
                 f"mode=auto (max_overhead {config.max_overhead:.1%} of plain Inductor's step as measured: "
                 f"{max_overhead:+.1%} over the step without offload as predicted)"
             )
+        if within != max_overhead:
+            note = f"{note[:-1]}; chosen within {within:+.1%})"
         reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
     else:
         if budget is None:
