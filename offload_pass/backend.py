@@ -520,7 +520,7 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
     predicts it within the limit; the lower predicted peak is kept (then the
     shorter step). Without the second, a larger max_overhead could free less:
     decoder, H200, 2026-11-27: at 10 % the selection's 5 copies trimmed to 4
-    freed 512 MiB, where its choice at 5 % freed 544 within 5 %."""
+    offloaded 512 MiB, where its choice at 5 % offloaded 544 within 5 %."""
     def within(attempt: _Attempt) -> bool:
         return attempt.plan.predicted_overhead <= limit + 1e-12
 
@@ -536,10 +536,9 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
         else:
             high = count - 1
     best = best or partition(None, None, max_copies=0)
-    note = (
-        f"the step simulator predicted {first.plan.predicted_overhead:+.1%} with all {chosen} copies chosen: "
-        f"kept the first {len(best.plan.groups)} ({best.plan.predicted_overhead:+.1%})"
-    )
+    predicted = f"the step simulator predicted {first.plan.predicted_overhead:+.1%} with all {chosen} copies chosen"
+    prefix = f"the first {len(best.plan.groups)}"
+    note = f"{predicted}: kept {prefix} ({best.plan.predicted_overhead:+.1%})"
     for share in _SELECT_WITHIN_SHARES if limit > 0 else ():
         other = partition(None, None, select_within=limit * share)
         if not within(other):
@@ -548,9 +547,9 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
             best.plan.prediction.peak, best.plan.prediction.step_ms
         ):
             note = (
-                f"{note[: note.index(': kept')]}; chosen within {limit * share:+.1%} instead: "
-                f"{len(other.plan.groups)} copies ({other.plan.predicted_overhead:+.1%}), a lower predicted peak "
-                f"than the first {len(best.plan.groups)} of the {chosen} ({best.plan.predicted_overhead:+.1%})"
+                f"{predicted}; chosen within {limit * share:+.1%} instead: {len(other.plan.groups)} copies "
+                f"({other.plan.predicted_overhead:+.1%}), a lower predicted peak than {prefix} of the {chosen} "
+                f"({best.plan.predicted_overhead:+.1%})"
             )
             best = other
         break

@@ -360,9 +360,9 @@ def _attempt(copies, overhead, freed_mib, selection="mode=auto (max_overhead 10.
 def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within_less():
     # The decoder at max_overhead 10 % on the H200 (2026-11-27): the
     # selection's 5 copies predicted +10.1 % by the step simulator, their
-    # first 4 within (512 MiB); the selection's own choice at 5 % is another
-    # set, 6 copies freeing 544 MiB at +4.8 %: a larger max_overhead must not
-    # free less than a smaller one did.
+    # first 4 within (512 MiB offloaded); the selection's own choice at 5 %
+    # is another set, 6 copies offloading 544 MiB at +4.8 %: a larger
+    # max_overhead must not free less than a smaller one did.
     from offload_pass.backend import _auto_within_overhead
 
     prefixes = [(0, 0.0, 0), (1, 0.02, 128), (2, 0.04, 256), (3, 0.05, 384), (4, 0.064, 512)]

@@ -147,14 +147,13 @@ def _select(
         within = max_overhead if select_within is None else select_within
         chosen = choose_auto(step, pool, within)[0] if within >= 0 else []
         chosen = chosen if max_copies is None else chosen[:max_copies]
-        note = f"mode=auto (max_overhead {config.max_overhead:.1%})"
+        retried = "" if within == max_overhead else f"; chosen within {within:+.1%}"
+        note = f"mode=auto (max_overhead {config.max_overhead:.1%}{retried})"
         if max_overhead != config.max_overhead:
             note = (
                 f"mode=auto (max_overhead {config.max_overhead:.1%} of plain Inductor's step as measured: "
-                f"{max_overhead:+.1%} over the step without offload as predicted)"
+                f"{max_overhead:+.1%} over the step without offload as predicted{retried})"
             )
-        if within != max_overhead:
-            note = f"{note[:-1]}; chosen within {within:+.1%})"
         reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
     else:
         if budget is None:
