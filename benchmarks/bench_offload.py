@@ -53,6 +53,7 @@ import torch
 
 import offload_pass
 from offload_pass.examples.models import make_decoder, make_moe
+from offload_pass.compile_caches import graph_caches_off
 from offload_pass.planning.cost_model import device_profile
 
 
@@ -637,8 +638,10 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     # PyTorch's pass is driven by joint_custom_pre_pass, which the compile
-    # caches do not key on: no variant may be served another's graph.
-    torch._inductor.config.force_disable_caches = True
+    # caches do not key on: no variant may be served another's graph. The
+    # kernels are cached (a hit is the binary a build would give), in a
+    # directory new to this process.
+    graph_caches_off(tempfile.mkdtemp(prefix="bench_offload_kernels_"))
     if not torch.cuda.is_available():
         raise SystemExit("bench_offload.py needs a CUDA device")
 

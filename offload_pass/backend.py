@@ -43,8 +43,8 @@ from offload_pass.marking.markers import offload_marked_modules
 from offload_pass.registry import REGISTRY
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
-from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
-from offload_pass.planning.calibration import Calibration, overhead_allowed
+from offload_pass.planning.plan import OffloadPlan, plain_inductor_plan, plan_saved_tensors
+from offload_pass.planning.calibration import Calibration, PredictionCheck, overhead_allowed
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, recompute_entries,
@@ -248,6 +248,17 @@ class OffloadBackend:
         if len(self.records) == planned:
             return compiled, None, None
         return compiled, len(self.records) - 1, self._simulators.pop(len(self.records) - 1, None)
+
+    def _record_plain_inductor(self, plan_index: int, fallback: str, measured: PredictionCheck) -> int:
+        """mode="auto" fell back from the plan of record ``plan_index`` to
+        plain Inductor's compile of its graph (``fallback``: why;
+        ``measured``: plain Inductor's graph measured): a record of that
+        compile, nothing offloaded (``plan.plain_inductor_plan``). Returns
+        its index."""
+        record = self.records[plan_index]
+        plan = plain_inductor_plan(record.plan, f"graph {len(self.records)}", fallback, measured)
+        self._record(CompileRecord(plan, record.timeline_before, record.timeline_before))
+        return len(self.records) - 1
 
     def _warn_unoffloaded_marks(self, report: StepReport) -> None:
         _warn_unoffloaded_marks(report, list(self._roots))

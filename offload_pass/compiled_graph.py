@@ -10,7 +10,7 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - counts the call in the backend's step report (``reporting/step_report.py``);
 - on CUDA, unless ``disabled_passes`` names "calibrate": measures three
   calls from call 40 on (40, 41 and 42 where a step calls the graph once;
-  38, 40 and 42 under mode="auto", below; call 1 warms up: autotuning, host
+  six, 32-41, under mode="auto", below; call 1 warms up: autotuning, host
   pools, the lazy backward compile; calls 2-39 let the device's clock
   settle under load: ``FIRST_MEASURED_CALL``) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
@@ -32,14 +32,20 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   at most twice more;
 - under mode="auto" on CUDA, compiles plain Inductor's graph of the same
   Dynamo graph at call ``PLAIN_COMPILE_CALL`` (2), which runs it (a
-  warm-up), and runs it measured on ``MEASURED_CALLS`` calls interleaved
-  with the plan's (plain Inductor 37, 39, 41; the plan 38, 40, 42), where
+  warm-up), and runs it measured on ``MEASURED_IN_TURNS`` calls in turns
+  with as many of the plan's (plain, plan, plan, plain, repeated: plain
+  Inductor 31, 34, 35, 38, 39, 42, the plan 32, 33, 36, 37, 40, 41), where
   the device has room for its peak: the check holds the plan's step to it
   (``PredictionCheck.plain``), and a re-plan spends ``max_overhead`` of it
   (``Calibration.plain_work_ms``). Interleaved, both run on the same clock:
   measured before the plan's, plain Inductor ran while the device's clock
   still fell, and its median moved by up to 7 % between one process's
-  checks (an H200, 2026-11-26).
+  checks (an H200, 2026-11-26);
+- under mode="auto", where the plan that will not be planned again measured
+  over ``max_overhead`` + 1 % against plain Inductor's graph, runs what
+  ``calibration.choose_fallback`` says from then on: the earlier plan of
+  the graph measured within that freed the most, or plain Inductor's graph
+  (``plan.fallback`` says which; plain Inductor's gets a record).
 
 Also gives ``graph_key`` and the calibrations carried between compiles:
 the scales of each calibration whose re-plan compiled (node times, host
@@ -73,8 +79,8 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, fit_calibration, median_call, nothing_to_decide, overhead_allowed,
-    predicts_alike, replan_reason,
+    Calibration, MeasuredCall, check_prediction, choose_fallback, fit_calibration, median_call, nothing_to_decide,
+    overhead_allowed, pair_ratios, predicts_alike, replan_reason,
 )
 from offload_pass.registry import REGISTRY
 from offload_pass.runtime.measure import CallMeasurement
@@ -102,15 +108,36 @@ log = logging.getLogger("offload_pass")
 FIRST_MEASURED_CALL = 40
 MEASURED_CALLS = 3
 # mode="auto": the call that compiles plain Inductor's graph and runs it
-# (a warm-up). Its measured calls take turns with the plan's, plain
-# Inductor's first (``first_plain_call``: 37, 39, 41; the plan's 38, 40, 42):
-# the plan's last measured call stays FIRST_MEASURED_CALL + MEASURED_CALLS - 1.
+# (a warm-up).
 PLAIN_COMPILE_CALL = 2
+# mode="auto": plain Inductor's graph and the plan are each measured on
+# MEASURED_IN_TURNS calls, in turns plain, plan, plan, plain, repeated
+# (``runs_plain_in_turn``), over the calls up to the plan's last measured
+# one otherwise (FIRST_MEASURED_CALL + MEASURED_CALLS - 1): plain Inductor
+# 31, 34, 35, 38, 39, 42, the plan 32, 33, 36, 37, 40, 41. Each graph runs
+# as often first as second of a pair, at the same mean call, so neither a
+# clock still drifting nor what a call inherits from the one before it
+# favours one of them. Three each, one after the other (plain 37, 39, 41,
+# the plan 38, 40, 42), read two compiles of plain Inductor 1.1 and 1.25 %
+# apart, the second of each pair the slower (an H200, 2026-11-27), and
+# could not tell a plan 1 % over from one 3 % over.
+MEASURED_IN_TURNS = 6
 
 
 def first_plain_call() -> int:
-    """Plain Inductor's first measured call (37)."""
-    return FIRST_MEASURED_CALL - MEASURED_CALLS
+    """Plain Inductor's first measured call (31), where the turns start."""
+    return FIRST_MEASURED_CALL + MEASURED_CALLS - 2 * MEASURED_IN_TURNS
+
+
+def runs_plain_in_turn(turn: int) -> bool:
+    """Whether call ``first_plain_call() + turn`` of the turns runs plain
+    Inductor's graph (plain, plan, plan, plain, repeated)."""
+    return turn % 4 in (0, 3)
+
+
+def plain_measured_calls() -> list[int]:
+    """The calls plain Inductor's graph runs measured on (31, 34, 35, 38, 39, 42)."""
+    return [first_plain_call() + t for t in range(2 * MEASURED_IN_TURNS) if runs_plain_in_turn(t)]
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -246,6 +273,9 @@ class CompiledGraph:
         self._warned = False
         self._boxed_call = getattr(compiled, "_boxed_call", False)
         self.replanned: list[ReplanReason] = []  # why it was planned again so far, in order
+        # Each plan of this graph so far (its record's index, its compiled
+        # function), oldest first: what mode="auto" may fall back to.
+        self._plans: list[tuple[int, Callable]] = [] if plan_index is None else [(plan_index, compiled)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_marks()
@@ -323,10 +353,9 @@ class CompiledGraph:
 
     def _runs_plain(self) -> bool:
         """Whether this call runs plain Inductor's graph: the call that
-        compiled it, and, while its plan is not checked yet, every other
-        call from ``first_plain_call()`` on, ``MEASURED_CALLS`` of them (37,
-        39, 41), where the device has room for the step without offload's
-        peak."""
+        compiled it, and, while its plan is not checked yet, its turns
+        (``plain_measured_calls()``: 31, 34, 35, 38, 39, 42), where the
+        device has room for the step without offload's peak."""
         if self.plain is None or self.plan_index is None:
             return False
         plan = self.backend.plans[self.plan_index]
@@ -337,13 +366,12 @@ class CompiledGraph:
                 log.info(
                     "offload_pass: %s: calls %d and %s of each plan run plain Inductor's graph (mode='auto' "
                     "measures the plan's step against it, on the calls between; the gradients are the same)",
-                    self.graph_id, PLAIN_COMPILE_CALL,
-                    ", ".join(str(first_plain_call() + 2 * i) for i in range(MEASURED_CALLS)),
+                    self.graph_id, PLAIN_COMPILE_CALL, ", ".join(map(str, plain_measured_calls())),
                 )
             return self._plain_warm
         turn = self.calls - first_plain_call()
         if (
-            not self._plain_warm or not 0 <= turn < 2 * MEASURED_CALLS or turn % 2
+            not self._plain_warm or not 0 <= turn < 2 * MEASURED_IN_TURNS or not runs_plain_in_turn(turn)
             or plan.measured is not None or plan.prediction is None
         ):
             return False
@@ -396,33 +424,42 @@ class CompiledGraph:
         return True
 
     def _measured(self, args: tuple) -> None:
-        """A measured call's backward has run: keep it; after the last of
-        ``MEASURED_CALLS`` of the plan, check the prediction against the
-        median (and the plan's step against plain Inductor's median, where
-        its calls were measured). The events are read only then (reading
-        waits for the device: a call right after the wait would start on an
-        idle device, unlike a step the host issues ahead)."""
+        """A measured call's backward has run: keep it; once the plan's
+        calls are all measured (``MEASURED_CALLS``; in turns with plain
+        Inductor's, ``MEASURED_IN_TURNS`` of each), check the prediction
+        against the median (and the plan's step against plain Inductor's
+        median, where its calls were measured). The events are read only
+        then (reading waits for the device: a call right after the wait
+        would start on an idle device, unlike a step the host issues ahead)."""
         measurement, self.measurement = self.measurement, None
         self._last_measured = measurement
         if measurement.plain:  # type: ignore[union-attr]
             self.plain_calls.append(measurement)  # type: ignore[arg-type]
+        else:
+            self.measured_calls.append(measurement)  # type: ignore[arg-type]
+        in_turns = self._plain_warm and not self.plain_not_measured
+        if len(self.measured_calls) < (MEASURED_IN_TURNS if in_turns else MEASURED_CALLS):
             return
-        self.measured_calls.append(measurement)  # type: ignore[arg-type]
-        if len(self.measured_calls) == MEASURED_CALLS:
-            results = [m.result() for m in self.measured_calls]
-            plain = None
-            if len(self.plain_calls) == MEASURED_CALLS:
-                plain = median_call([m.result() for m in self.plain_calls])  # type: ignore[misc]
-            self.plain_calls = []
-            self._checked(args, median_call(results), plain)  # type: ignore[arg-type]
+        if in_turns and len(self.plain_calls) < MEASURED_IN_TURNS:
+            return
+        results = [m.result() for m in self.measured_calls]
+        plain, ratios = None, ()
+        if in_turns:
+            plain_results = [m.result() for m in self.plain_calls]
+            plain, ratios = median_call(plain_results), pair_ratios(results, plain_results)
+        self.plain_calls = []
+        self._checked(args, median_call(results), plain, ratios)
 
-    def _checked(self, args: tuple, measured: MeasuredCall, plain: Optional[MeasuredCall] = None) -> None:
+    def _checked(
+        self, args: tuple, measured: MeasuredCall, plain: Optional[MeasuredCall] = None, ratios: tuple = ()
+    ) -> None:
         """Check the prediction against ``measured`` (and, mode="auto", the
-        plan's step against ``plain``, plain Inductor's graph measured right
-        before) and, where ``calibration.replan_reason`` says so, plan once
-        more (from this call's inputs)."""
+        plan's step against plain Inductor's graph measured in turns with
+        it: ``plain``, its median call, ``ratios``, each pair's) and, where
+        ``calibration.replan_reason`` says so, plan once more (from this
+        call's inputs)."""
         plan = self.backend.plans[self.plan_index]  # type: ignore[index]
-        check = dataclasses.replace(check_prediction(plan.prediction, measured), plain=plain)
+        check = dataclasses.replace(check_prediction(plan.prediction, measured), plain=plain, pair_ratios=ratios)
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
@@ -441,18 +478,20 @@ class CompiledGraph:
                     plan.graph_id, len(self.replanned), ", ".join(self.replanned),
                 )
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            self._fall_back(plan, plain)
             return
         calibration = fit_calibration(
             check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline
         )
         if plain is not None:
-            calibration = dataclasses.replace(calibration, plain_work_ms=plain.work_ms)
+            calibration = dataclasses.replace(calibration, plain_work_ms=check.plain_work_ms)
         if predicts_alike(replan.simulate(calibration), check.predicted) and _allows_alike(plan, calibration):
             log.info(
                 "offload_pass: %s not planned again (%s): %s predicts this plan as it was predicted, so it would "
                 "plan the same", plan.graph_id, reason, calibration.describe(),
             )
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            self._fall_back(plan, plain)
             return
         self.replanned.append(reason)
         try:
@@ -463,12 +502,13 @@ class CompiledGraph:
                 compiled, plan_index, simulate = replan.compile(calibration, _inputs(args), plan)
             if plan_index is None:
                 raise RuntimeError("the compile planned no forward/backward pair")
-        except Exception as error:  # the plan runs on, never wrong
-            log.warning(
-                "offload_pass: %s could not be planned again (%s: %s); it keeps its plan",
-                plan.graph_id, type(error).__name__, error,
-            )
+        except Exception as error:  # the plan runs on (or what it falls back to), never wrong
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            fell_back = self._fall_back(plan, plain)
+            log.warning(
+                "offload_pass: %s could not be planned again (%s: %s)%s",
+                plan.graph_id, type(error).__name__, error, "" if fell_back else "; it keeps its plan",
+            )
             return
         self.backend.plans[plan_index].replan_reason = reason
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
@@ -479,6 +519,36 @@ class CompiledGraph:
         )
         self.replan = dataclasses.replace(replan, simulate=simulate)
         self.compiled, self.plan_index = compiled, plan_index
+        self._plans.append((plan_index, compiled))
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
         self.measured_calls, self.plain_calls, self._last_measured = [], [], None
+
+    def _fall_back(self, plan: Any, plain: Optional[MeasuredCall]) -> bool:
+        """mode="auto": the plan running now (``plan``) will not be planned
+        again; where it measured over ``max_overhead`` against plain
+        Inductor's graph (``plain``: measured beside it), run what
+        ``calibration.choose_fallback`` says instead from this call on (the one
+        that checked it):
+        an earlier plan of this graph measured within, or plain Inductor's
+        graph (a record of its own: ``plan.plain_inductor_plan``). The
+        plan says so (``plan.fallback``); the step report counts what runs.
+        Returns whether it fell back."""
+        if plan.max_overhead is None:
+            return False
+        plain_runs = self.plain is not None and plain is not None
+        fallback = choose_fallback(
+            [(self.backend.plans[i].graph_id, self.backend.plans[i].measured) for i, _ in self._plans],
+            plan.max_overhead, plain_runs,
+        )
+        if fallback is None:
+            return False
+        plan.fallback = fallback.reason
+        if fallback.plain:
+            check = check_prediction(plan.baseline, plain)  # type: ignore[arg-type]
+            index, compiled = self.backend._record_plain_inductor(self.plan_index, fallback.reason, check), self.plain
+        else:
+            index, compiled = self._plans[fallback.plan]  # type: ignore[index]
+        log.info("offload_pass: %s %s (graph %d from this call on)", plan.graph_id, fallback.reason, index)
+        self.compiled, self.plan_index, self.graph_id = compiled, index, f"graph {index}"
+        return True

@@ -1,14 +1,22 @@
 import pytest
 import torch
-import torch._inductor.config
 
+from offload_pass.compile_caches import graph_caches_off
 from offload_pass.marking.mark_keeping import MARKS
 from offload_pass.registry import REGISTRY
 
-# No compile caches: a warm cache (from another test, or another run) must
-# never decide what a test sees. The environment variable would come too late
-# here (torch reads it at import), so set the config itself.
-torch._inductor.config.force_disable_caches = True
+# No graph caches: a warm cache (from another test, or another run) must
+# never decide what a test sees, so no compiled graph is ever served from one.
+# Inductor's kernel cache stays on, in a directory new to this run: a hit is
+# the binary a build would give, and rebuilding the same small kernels test
+# after test was most of CI's time (offload_pass/compile_caches.py).
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _graph_caches_off(tmp_path_factory):
+    graph_caches_off(str(tmp_path_factory.mktemp("inductor_kernels")))
+    yield
+
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -1,4 +1,4 @@
-"""The step simulator held to the device: calls 6-8 measured, one re-plan.
+"""The step simulator held to the device: calls 12-14 measured, one re-plan.
 
 The fit is a pure function (calibration.fit_calibration) over a simulator
 handed in. The backend's wiring (compiled_graph.py) runs on CUDA only; here
@@ -24,8 +24,8 @@ from offload_pass import compiled_graph
 from offload_pass.examples.models import make_decoder
 from offload_pass.enums import ReplanReason
 from offload_pass.planning.calibration import (
-    PHASE_SPEED_TOLERANCE, REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, fit_calibration, median_call,
-    overhead_allowed, overhead_as_measured, predicts_alike, replan_reason,
+    OVERHEAD_NOISE, PHASE_SPEED_TOLERANCE, REPLAN_TOLERANCE, STALL_TOLERANCE, Calibration, MeasuredCall, check_prediction, choose_fallback, fit_calibration,
+    median_call, overhead_allowed, pair_ratios, overhead_as_measured, predicts_alike, replan_reason,
 )
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
@@ -263,6 +263,82 @@ def test_auto_holds_the_plan_to_plain_inductor_measured_beside_it():
         "plain Inductor's graph measured on call 39 (the median of calls 37, 39, 41): forward and backward "
         "32.30 ms, this plan's 33.13 (+2.6%)"
     )
+
+
+def test_the_plans_slowdown_is_the_median_of_adjacent_pairs():
+    # Two compiles of plain Inductor measured in turns on the H200
+    # (eighteenth session, run 2): the medians of each one's six calls read
+    # +3.9 % apart, the calls' clock falling over the twelve; the pairs of
+    # adjacent calls (31/32, 34/33, 35/36, 38/37, 39/40, 42/41) +1.1 %.
+    plan_ms = (33.63, 33.05, 31.77, 32.22, 32.66, 31.55)
+    plain_ms = (33.9, 32.92, 31.67, 30.76, 30.32, 31.02)
+    plan = [MeasuredCall(c, t / 3, 2 * t / 3, 0.0, 0.0, 1000) for c, t in zip((32, 33, 36, 37, 40, 41), plan_ms)]
+    plain = [MeasuredCall(c, t / 3, 2 * t / 3, 0.0, 0.0, 1000) for c, t in zip((31, 34, 35, 38, 39, 42), plain_ms)]
+    ratios = pair_ratios(plan, plain)
+    assert ratios == pytest.approx([a / b for a, b in zip(plan_ms, plain_ms)])
+    medians = dataclasses.replace(check_prediction(_prediction(), median_call(plan)), plain=median_call(plain))
+    assert medians.measured_overhead == pytest.approx(32.22 / 31.02 - 1) and medians.measured_overhead > 0.038
+    paired = dataclasses.replace(medians, pair_ratios=ratios)
+    assert paired.measured_overhead == pytest.approx((33.05 / 32.92 + 31.55 / 31.02) / 2 - 1)
+    assert paired.measured_overhead == pytest.approx(0.0105, abs=5e-4)
+    # What a re-plan spends max_overhead of: plain Inductor's step as the pairs put it.
+    assert paired.plain_work_ms == pytest.approx(32.22 / (1 + paired.measured_overhead))
+    assert medians.plain_work_ms == pytest.approx(31.02)
+    assert paired.describe().endswith(
+        "plain Inductor's graph measured on call 42 (the median of calls 31, 34, 35, 38, 39, 42): forward and "
+        "backward 31.02 ms, this plan's 32.22 (+1.1%, the median of 6 pairs of adjacent calls: -0.8%, +0.4%, "
+        "+0.3%, +4.7%, +7.7%, +1.7%)"
+    )
+    # A call the host held up (546 ms among 31-33 ms) moves one pair, not the median.
+    slow = list(plan)
+    slow[3] = dataclasses.replace(slow[3], backward_ms=546.0)
+    assert dataclasses.replace(paired, pair_ratios=pair_ratios(slow, plain)).measured_overhead == pytest.approx(
+        paired.measured_overhead
+    )
+    with pytest.raises(ValueError, match="5 calls of the plan against 6 of plain Inductor's"):
+        pair_ratios(plan[:5], plain)
+
+
+def _checked_at(overhead: float, peak: int):
+    """A check of a plan measured ``overhead`` over plain Inductor's graph, at ``peak``."""
+    plain = MeasuredCall(39, 10.0, 20.0, 0.0, 0.0, 2000)
+    measured = MeasuredCall(40, 10.0 + 30.0 * overhead, 20.0, 0.0, 0.0, peak)
+    return dataclasses.replace(check_prediction(_prediction(peak=peak + 7), measured), plain=plain)
+
+
+def test_auto_falls_back_to_the_plan_measured_within_that_frees_the_most():
+    assert OVERHEAD_NOISE == 0.01
+    assert _checked_at(0.036, 1000).measured_overhead == pytest.approx(0.036)
+    # HF Llama, auto 2 % on the H200 (seventeenth session): +6.3, +2.1, +3.6 %.
+    plans = [("graph 3", _checked_at(0.063, 900)), ("graph 4", _checked_at(0.021, 1100)),
+             ("graph 5", _checked_at(0.036, 1000))]
+    fallback = choose_fallback(plans, 0.02)
+    assert fallback is not None and fallback.plan == 1 and not fallback.plain
+    assert fallback.reason == (
+        "measured +3.6% against plain Inductor's graph, over max_overhead 2.0% (+1% noise), and not planned "
+        "again: runs graph 4's plan instead, measured +2.1%"
+    )
+    # Within max_overhead + the noise: kept (+2.9 % against 2 %; +3.6 % against 3 %).
+    assert choose_fallback(plans[:2] + [("graph 5", _checked_at(0.029, 1000))], 0.02) is None
+    assert choose_fallback(plans, 0.03) is None
+    # Of several within, the one that freed the most (lowest peak), then the faster.
+    within = [("graph 3", _checked_at(0.01, 1200)), ("graph 4", _checked_at(0.025, 1100)),
+              ("graph 5", _checked_at(0.05, 1000))]
+    assert choose_fallback(within, 0.02).plan == 1
+    tied = [("graph 3", _checked_at(0.02, 1100)), ("graph 4", _checked_at(0.01, 1100)),
+            ("graph 5", _checked_at(0.05, 1000))]
+    assert choose_fallback(tied, 0.02).plan == 1
+    # None within: plain Inductor's graph, where the device had room for it.
+    over = [("graph 3", _checked_at(0.063, 900)), ("graph 4", None), ("graph 5", _checked_at(0.05, 1000))]
+    fallback = choose_fallback(over, 0.02)
+    assert fallback.plain and fallback.reason.endswith(
+        "no plan of this graph measured within; runs plain Inductor's graph instead"
+    )
+    assert choose_fallback(over, 0.02, plain_runs=False) is None
+    # Not measured against plain Inductor: its overhead is no measurement; kept.
+    alone = check_prediction(_prediction(), MeasuredCall(40, 20.0, 20.0, 0.0, 0.0, 1000))
+    assert choose_fallback([("graph 3", alone)], 0.02) is None
+    assert choose_fallback([("graph 3", None)], 0.02) is None
 
 
 def test_the_selection_spends_max_overhead_of_plain_inductors_measured_step():
@@ -551,26 +627,32 @@ def _decoder():
 
 INPUTS = (torch.randn(8, 128, 32),)
 
-# The calls measured here (6, 7, 8), and the call at which their plan is
-# checked and, where off, planned again (9): the step counts below follow
+# The calls measured here (12, 13, 14), and the call at which their plan is
+# checked and, where off, planned again (15): the step counts below follow
 # from them. The default waits for the device's clock to settle (call 40 on,
 # compiled_graph.FIRST_MEASURED_CALL); what these tests check does not
 # depend on which call comes first, and 40 would make each of them run
-# five times as many steps.
-FIRST_MEASURED = 6
+# three times as many steps. 12: mode="auto"'s turns start after the call
+# that compiles plain Inductor's graph (below).
+FIRST_MEASURED = 12
 MEASURED = tuple(range(FIRST_MEASURED, FIRST_MEASURED + compiled_graph.MEASURED_CALLS))
 CHECKED = MEASURED[-1] + 1
-# mode="auto" measures plain Inductor's graph on every other call from
-# FIRST_MEASURED - MEASURED_CALLS on (3, 5, 7), the plan's between (4, 6, 8).
-PLAIN_MEASURED = tuple(range(FIRST_MEASURED - compiled_graph.MEASURED_CALLS, CHECKED - 1, 2))
-MEASURED_BESIDE_PLAIN = tuple(call + 1 for call in PLAIN_MEASURED)
-assert MEASURED_BESIDE_PLAIN[-1] == MEASURED[-1]  # checked at the same call
+# mode="auto" measures plain Inductor's graph and the plan in turns (plain,
+# plan, plan, plain, repeated) over the calls up to the plan's last
+# measured one otherwise: plain Inductor's 3, 6, 7, 10, 11, 14, the plan's
+# 4, 5, 8, 9, 12, 13; checked at the same call.
+_TURNS = range(MEASURED[-1] + 1 - 2 * compiled_graph.MEASURED_IN_TURNS, MEASURED[-1] + 1)
+PLAIN_MEASURED = tuple(c for i, c in enumerate(_TURNS) if compiled_graph.runs_plain_in_turn(i))
+MEASURED_BESIDE_PLAIN = tuple(c for i, c in enumerate(_TURNS) if not compiled_graph.runs_plain_in_turn(i))
+assert PLAIN_MEASURED == (3, 6, 7, 10, 11, 14) and MEASURED_BESIDE_PLAIN == (4, 5, 8, 9, 12, 13)
+assert _TURNS[0] > compiled_graph.PLAIN_COMPILE_CALL
 
 
 def _median_of(calls):
     """How a check names its calls where the fixed figures are alike for
-    every call: the median is the middle one."""
-    return f"call {calls[1]} (the median of calls {', '.join(map(str, calls))})"
+    every call: the median is the middle one (of an even number, the
+    first of the middle two)."""
+    return f"call {calls[(len(calls) - 1) // 2]} (the median of calls {', '.join(map(str, calls))})"
 
 
 def _nothing_marked(model):
@@ -628,17 +710,23 @@ def _auto_backend(device_measured, figures):
 
 def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured, caplog):
     backend = _auto_backend(device_measured, _copy_bound_device)
-    # Calls 4, 6, 8 measured (plain Inductor's 3, 5, 7), call 9 planned
-    # again, the new graph's calls 4, 6, 8 (steps 12, 14, 16) measured, step
-    # 17 checks it: this device stalls 3x the
+    # Calls 4, 5, 8, 9, 12, 13 measured (plain Inductor's 3, 6, 7, 10, 11,
+    # 14), call 15 planned again, the new graph's calls measured alike,
+    # step 29 checks it: this device stalls 3x the
     # forward whatever the copies, over max_overhead (30 %), but no
     # bandwidth explains that (the fit stops at 1/8 of the profile's, where
     # the first re-plan was calibrated already): not planned again for it,
-    # the same plan would compile.
+    # the same plan would compile. Over 30 % + 1 % against plain Inductor's
+    # graph, as was the first plan: the graph runs plain Inductor's from
+    # then on (a third record).
     with caplog.at_level("INFO", logger="offload_pass"):
         grads = _train(backend, steps=3 * CHECKED - 1)
-    assert len(backend.records) == 2, [str(p) for p in backend.plans]
-    first, second = backend.plans
+    assert len(backend.records) == 3, [str(p) for p in backend.plans]
+    first, second, plain = backend.plans
+    assert second.fallback.endswith("no plan of this graph measured within; runs plain Inductor's graph instead")
+    assert first.measured.measured_overhead > 0.31 and not plain.groups and plain.selection.startswith(
+        "mode=auto fell back from graph 1, measured +"
+    )
     assert "graph 1 not planned again (overhead): calibrated on graph 1" in caplog.text
     assert "predicts this plan as it was predicted, so it would plan the same" in caplog.text
     assert first.calibration is None and first.measured is not None and not first.measured.within()
@@ -692,7 +780,7 @@ def test_auto_measured_over_max_overhead_is_planned_again_under_the_measured_sta
     assert "planned again (the measured step was over max_overhead: over plain Inductor's graph measured beside it" in str(third)
     assert second.measured.measured_overhead > 0.03 and third.calibration.plain_work_ms is not None
     assert "graph 2 not planned again: planned again 2 times already (prediction, overhead)" in caplog.text
-    # Every plan's gradients (steps 1-9, 10-17, 18-25).
+    # Every plan's gradients (steps 1-15, 16-29, 30-44).
     _assert_plain_inductors(grads, steps=1)
 
 
@@ -789,11 +877,11 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     assert check.describe() in str(backend.plans[0])
     # Each measured call is handed the one before it, where that one was
     # measured (the time outside the graph runs from its backward's end):
-    # plain Inductor's calls 3, 5, 7 (mode="auto") and the plan's 4, 6, 8
-    # take turns, each chained to the other's.
-    assert device_measured.plain_calls == list(PLAIN_MEASURED) == [3, 5, 7]
+    # plain Inductor's calls 3, 6, 7, 10, 11, 14 (mode="auto") and the
+    # plan's 4, 5, 8, 9, 12, 13 take turns, each chained to the call before.
+    assert device_measured.plain_calls == list(PLAIN_MEASURED) == [3, 6, 7, 10, 11, 14]
     assert check.measured.of_calls == MEASURED_BESIDE_PLAIN and check.plain.of_calls == PLAIN_MEASURED
-    assert device_measured.previous_calls == [None, 3, 4, 5, 6, 7]
+    assert device_measured.previous_calls == [None, *range(3, 14)]
 
 
 def test_the_step_as_run_adds_the_time_measured_outside_the_graph():
@@ -884,7 +972,7 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
         f"mode=budget ({format_bytes(budget)}; {format_bytes(budget - offset)} on the memory timeline, "
         f"which missed {format_bytes(offset)} at the measured peak): chose "
     ), second.selection
-    # Every plan's gradients, not only the last one's (steps 1-9, 10-17, 18-25).
+    # Every plan's gradients, not only the last one's (steps 1-15, 16-29, 30-43).
     _assert_plain_inductors(grads, steps=1, mark=_attention_marked)
     assert not device_measured.plain_calls  # plain Inductor is mode="auto"'s reference only
 
@@ -893,7 +981,7 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     device_measured, monkeypatch, caplog
 ):
     # The plan measures as predicted; plain Inductor's graph runs its
-    # forward in half the time its plan predicted (its backward as
+    # forward in half the time the first plan predicted (its backward as
     # predicted): the plan is over max_overhead 5 % against it, and planned
     # again for it, its forward's time past plain Inductor's speed charged to
     # its runtime ops, its selection spending 5 % of plain Inductor's step.
@@ -909,7 +997,14 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
         return run
 
     monkeypatch.setattr(backend_module, "_compile_plain", counted)
-    device_measured.plain_figures = lambda p: MeasuredCall(0, 0.5 * p.forward_ms, p.backward_ms, 0.0, 0.0, p.peak)
+    plain_figures = []  # one device: plain Inductor's graph takes as long beside every plan
+
+    def plain_runs(p):
+        if not plain_figures:
+            plain_figures.append(MeasuredCall(0, 0.5 * p.forward_ms, p.backward_ms, 0.0, 0.0, p.peak))
+        return plain_figures[0]
+
+    device_measured.plain_figures = plain_runs
     device_measured.figures = lambda p: MeasuredCall(
         0, p.forward_ms + p.forward_wait_ms + p.forward_idle_ms, p.backward_ms + p.backward_wait_ms,
         p.forward_wait_ms, p.backward_wait_ms, p.peak,
@@ -922,8 +1017,8 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
     first, second = backend.plans
     plain_measured = PLAIN_MEASURED
-    # Each plan's calls 3, 5, 7 ran plain Inductor's graph, measured, between
-    # the plan's 4, 6, 8; call 2 warmed it up, once.
+    # Each plan's calls 3, 6, 7, 10, 11, 14 ran plain Inductor's graph,
+    # measured, in turns with the plan's; call 2 warmed it up, once.
     assert device_measured.plain_calls == list(plain_measured) * 2
     assert len(ran) == 1 + 2 * len(plain_measured)
     check = first.measured
@@ -949,9 +1044,125 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     ), second.selection
     assert "planned again (the measured step was over max_overhead: over plain Inductor's graph" in str(second)
     assert second.measured is not None and second.measured.plain is not None
+    assert second.measured.measured_overhead <= 0.05 + 1e-9 and second.fallback is None
     # Carried to later compiles without it: a later compile measures its own.
     assert all(c.plain_work_ms is None for c in REGISTRY.calibrations.values())
     _assert_plain_inductors(grads, steps=steps)
+
+
+def _measured_over_plain(device_measured, backend, overheads):
+    """The plan of record i measures as predicted and ``overheads[i]`` over
+    plain Inductor's graph measured beside it (0.05 = 5 %)."""
+    device_measured.backend = backend
+    device_measured.figures = lambda p: MeasuredCall(
+        0, p.forward_ms + p.forward_wait_ms + p.forward_idle_ms, p.backward_ms + p.backward_wait_ms,
+        p.forward_wait_ms, p.backward_wait_ms, p.peak,
+    )
+
+    def plain(baseline):
+        index, plan = [(i, p) for i, p in enumerate(backend.plans) if p.measured is None][-1]
+        m = device_measured.figures(plan.prediction)
+        slower = 1 + overheads[index]
+        return MeasuredCall(0, m.forward_ms / slower, m.backward_ms / slower, 0.0, 0.0, baseline.peak)
+
+    device_measured.plain_figures = plain
+
+
+def _steps_run(backend, steps):
+    """Train the decoder ``steps`` steps; each step's gradients, the
+    offloads the runtime ran in it and the records its step report counts."""
+    from offload_pass import runtime
+
+    torch._dynamo.reset()
+    model = _decoder()
+    compiled = torch.compile(model, backend=backend)
+    grads, offloads, graphs = [], [], []
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        runtime.reset_stats()
+        compiled(*INPUTS).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        offloads.append(runtime.stats()["offload_calls"])
+        graphs.append([(backend.plans.index(plan), calls) for plan, calls in backend.last_step().graphs])
+    return grads, offloads, graphs
+
+
+def test_auto_measured_over_after_its_last_re_plan_runs_the_earlier_plan_within(device_measured, caplog):
+    # HF Llama, auto 2 % on the H200 (seventeenth session): its plans
+    # measured +6.3, +2.1, +3.6 % against plain Inductor's graph; the last,
+    # not planned again, ran on. Here: the first plan +2.5 % (over 2 %:
+    # planned again), the second +5 % (over 2 % + 1 %, not planned again:
+    # once for the overhead): the graph runs the first plan again.
+    backend = offload_pass.make_backend(mode="auto", max_overhead=0.02, min_bytes=0)
+    _measured_over_plain(device_measured, backend, [0.025, 0.05])
+    steps = 2 * CHECKED + 1
+    with caplog.at_level("INFO", logger="offload_pass"):
+        grads, offloads, graphs = _steps_run(backend, steps)
+    assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
+    first, second = backend.plans
+    assert first.groups and first.measured.measured_overhead == pytest.approx(0.025)
+    assert second.measured.measured_overhead == pytest.approx(0.05)
+    assert first.fallback is None
+    assert second.fallback == (
+        "measured +5.0% against plain Inductor's graph, over max_overhead 2.0% (+1% noise), and not planned "
+        "again: runs graph 0's plan instead, measured +2.5%"
+    )
+    assert str(second).endswith(f"not run: {second.fallback}")
+    assert f"offload_pass: graph 1 {second.fallback} (graph 0 from this call on)" in caplog.text
+    # Step CHECKED planned again (its call is the second plan's first);
+    # the second plan checked on its call CHECKED, step 2 * CHECKED - 1,
+    # which runs the first plan, with its copies, as every step after it.
+    fell_back = 2 * CHECKED - 2  # its index in the lists
+    assert graphs[fell_back - 1] == [(1, 1)] and graphs[fell_back:] == [[(0, 1)]] * (steps - fell_back)
+    assert all(n == len(first.groups) for n in offloads[fell_back:]), offloads
+    _assert_plain_inductors(grads, steps=1)
+
+
+def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_measured, caplog):
+    # Every plan 10 % over plain Inductor's graph at max_overhead 2 %: after
+    # the re-plan for it, the graph runs plain Inductor's compile, recorded
+    # as a plan that offloads nothing; the step report counts it.
+    ran = []
+
+    def counted(pristine, patches, inputs):
+        compiled = _plain_eager(pristine, patches, inputs)
+
+        def run(*args):
+            ran.append(1)
+            return compiled(*args)
+        return run
+
+    backend_module._compile_plain, real = counted, backend_module._compile_plain
+    try:
+        backend = offload_pass.make_backend(mode="auto", max_overhead=0.02, min_bytes=0)
+        _measured_over_plain(device_measured, backend, [0.10, 0.10, 0.10])
+        steps = 2 * CHECKED + 1
+        with caplog.at_level("INFO", logger="offload_pass"):
+            grads, offloads, graphs = _steps_run(backend, steps)
+    finally:
+        backend_module._compile_plain = real
+    assert [p.replan_reason for p in backend.plans] == [None, "overhead", None], [str(p) for p in backend.plans]
+    first, second, plain = backend.plans
+    # The re-plan, held to 2 % of plain Inductor's step as measured (9 %
+    # under the step it predicted without offload), copies nothing; here
+    # plain Inductor's graph measures 10 % faster whatever runs beside it.
+    assert first.groups and not second.groups and second.overhead_allowed < 0
+    assert second.measured.measured_overhead == pytest.approx(0.10)
+    assert second.fallback == (
+        "measured +10.0% against plain Inductor's graph, over max_overhead 2.0% (+1% noise), and not planned "
+        "again: no plan of this graph measured within; runs plain Inductor's graph instead"
+    )
+    assert plain.graph_id == "graph 2" and plain.offloaded == [] and plain.groups == [] and plain.fallback is None
+    assert [e.name for e in plain.entries] == [e.name for e in second.entries]
+    assert all(e.decision == "keep" for e in plain.entries)  # the reasons: test_plan_pure
+    assert plain.selection == f"mode=auto fell back from graph 1, {second.fallback}"
+    assert plain.prediction == second.baseline and plain.measured.measured == second.measured.plain
+    fell_back = 2 * CHECKED - 2  # the index of the second plan's call CHECKED, the first to run plain Inductor's
+    assert graphs[fell_back - 1] == [(1, 1)] and graphs[fell_back:] == [[(2, 1)]] * (steps - fell_back)
+    assert offloads[fell_back:] == [0] * (steps - fell_back)
+    # Plain Inductor's graph: call 2 and 3 measured calls of each plan, then every step after the fall-back.
+    assert len(ran) == 1 + 2 * len(PLAIN_MEASURED) + (steps - fell_back)
+    _assert_plain_inductors(grads, steps=1)
 
 
 def test_a_re_plan_skips_the_levels_out_of_reach_before(device_measured):
@@ -993,7 +1204,7 @@ OUTSIDE_S = 0.005
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_calls_six_to_eight_are_measured_on_the_device():
+def test_calls_twelve_to_fourteen_are_measured_on_the_device():
     """The real measurement (runtime/measure.py): the peak is the highest
     torch.cuda reports over steps 6-8, the times are the median of those
     steps', and a re-plan, where there is one, keeps the gradients plain
@@ -1053,7 +1264,8 @@ def test_calls_six_to_eight_are_measured_on_the_device():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_auto_runs_plain_inductor_measured_on_the_device():
     """mode="auto": plain Inductor's compile of the graph runs on calls 2
-    (warm-up) and 3, 5, 7 (measured, between the plan's 4, 6, 8); every
+    (warm-up) and 3, 6, 7, 10, 11, 14 (measured, in turns with the plan's
+    4, 5, 8, 9, 12, 13); every
     step's gradients are plain Inductor's: bit for bit under a plan without
     copies; under a plan with copies no further from the exact (fp64)
     gradients than plain Inductor's own rounding. A reload can change which
@@ -1068,15 +1280,17 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
         exact = copy.deepcopy(model).double()
         exact(x.double()).backward()
         compiled = torch.compile(model, backend=backend)
-        grads = []
+        grads, ran = [], []
         for _ in range(steps):
             model.zero_grad(set_to_none=True)
             compiled(x).backward()
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-        return grads, {n: p.grad for n, p in exact.named_parameters()}
+            if backend != "inductor":  # the plans the step report counts in this step
+                ran.append([plan for plan, _ in backend.last_step().graphs])
+        return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
 
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.05, min_bytes=0)
-    grads, _ = run(backend)
+    grads, _, ran = run(backend)
     first = backend.plans[0]
     check = first.measured
     assert check is not None and check.plain is not None, str(first)
@@ -1085,22 +1299,23 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     assert plain.forward_wait_ms == plain.backward_wait_ms == 0.0 and plain.work_ms > 0
     assert check.measured_overhead == pytest.approx(check.measured.work_ms / plain.work_ms - 1)
     assert plain.call in PLAIN_MEASURED
-    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 3, 5, 7)" in str(first)
-    want, exact = run("inductor")
+    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 3, 6, 7, 10, 11, 14)" in str(first)
+    want, exact, _ = run("inductor")
     # Plain Inductor's own distance from the exact gradients, per parameter
     # (every step computes the same gradients: nothing updates the weights).
     rounding = {n: (want[0][n].double() - exact[n]).abs().max().item() for n in exact}
     assert max(rounding.values()) > 0  # a tolerance that exists, and stays far below any moved data
-    # Each plan runs from the call after its predecessor's check (CHECKED).
-    copies = [bool(p.groups) for p in backend.plans]
+    # The plan each step ran, as the step report counts it (a re-plan, or
+    # a fall-back, changes it at a check); plain Inductor's calls among
+    # them count as the plan's, and are held to the same rule.
     differ = []
     for step, (got, expected) in enumerate(zip(grads, want), 1):
-        with_copies = copies[min((step - 1) // (CHECKED - 1), len(copies) - 1)]
+        with_copies = any(plan.groups for plan in ran[step - 1])
         for name in expected:
             apart = (got[name] - expected[name]).abs().max().item()
             if apart > (rounding[name] if with_copies else 0.0):
                 differ.append((step, name, apart, rounding[name]))
-    plans = [(p.graph_id, p.replan_reason, len(p.groups), p.offloaded_bytes) for p in backend.plans]
+    plans = [(p.graph_id, p.replan_reason, len(p.groups), p.offloaded_bytes, p.fallback) for p in backend.plans]
     assert not differ, (sorted({step for step, *_ in differ}), differ[:6], plans)
 
 
@@ -1121,7 +1336,9 @@ def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measure
 
 
 def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch, caplog):
-    backend = _auto_backend(device_measured, _copy_bound_device)
+    # Its stalls off (planned again for them), its step within 30 % + 1 % of
+    # plain Inductor's graph (no fall-back): the plan runs on.
+    backend = _auto_backend(device_measured, _half_as_copy_bound)
     torch._dynamo.reset()
     model = _decoder()
     compiled = torch.compile(model, backend=backend)
@@ -1138,4 +1355,5 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert "graph 0 could not be planned again (RuntimeError: no second compile today); it keeps its plan" in caplog.text
     assert len(backend.records) == 1 and backend.plans[0].measured is not None
+    assert backend.plans[0].measured.measured_overhead <= 0.31 and backend.plans[0].fallback is None
     _assert_plain_inductors(grads, steps=CHECKED)

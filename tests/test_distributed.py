@@ -113,16 +113,17 @@ def _worker(rank: int, parallel: str, port: int, out_dir: str) -> None:
         MASTER_PORT=str(port),
         RANK=str(rank),
         WORLD_SIZE=str(WORLD_SIZE),
-        # As tests/conftest.py: no compile cache decides what a test sees.
-        TORCHINDUCTOR_CACHE_DIR=os.path.join(out_dir, f"inductor-rank{rank}"),
         OFFLOAD_PASS_CACHE_DIR=os.path.join(out_dir, f"offload-pass-rank{rank}"),
     )
     import torch._inductor.config
     import torch.distributed as dist
 
     import offload_pass
+    from offload_pass.compile_caches import graph_caches_off
 
-    torch._inductor.config.force_disable_caches = True
+    # As tests/conftest.py: no graph cache decides what a test sees; the
+    # ranks build each kernel once, for both.
+    graph_caches_off(os.path.join(out_dir, "inductor-kernels"))
     torch._inductor.config.compile_threads = 1  # no compile worker pool: 2 ranks on 2 cores
     torch.set_num_threads(1)
 

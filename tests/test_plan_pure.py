@@ -133,3 +133,30 @@ def test_a_lone_view_over_its_whole_storage_is_copied_as_its_owner():
         "s": ("storage", ("v",), 64),
         "t": ("tensor", ("w",), 32),
     }
+
+
+def test_plain_inductors_plan_keeps_everything_and_says_why():
+    from offload_pass.planning.calibration import MeasuredCall, check_prediction
+    from offload_pass.planning.plan import PLAIN_FALLBACK_REASON, plain_inductor_plan
+    from offload_pass.planning.step_model import StepPrediction
+
+    plan = plan_saved_tensors(
+        [record("a"), record("b", asked=None), record("q", storage="qkv"), record("k", storage="qkv")],
+        OffloadConfig(min_bytes=0, keep_first_in_backward=0),
+    )
+    assert plan.offloaded == ["a", "q", "k"]
+    without = StepPrediction(30.0, 5 << 20, 10.0, 20.0, 0.0, 0.0, "estimated")
+    plan = dataclasses.replace(plan, graph_id="graph 3", baseline=without, fallback="measured +9.0% ...")
+    measured = check_prediction(without, MeasuredCall(39, 10.0, 20.0, 0.0, 0.0, 5 << 20))
+    plain = plain_inductor_plan(plan, "graph 4", "why", measured)
+    assert plain.graph_id == "graph 4" and plain.offloaded == [] and plain.groups == [] and plain.offloaded_bytes == 0
+    assert decisions(plain) == {
+        "a": ("keep", PLAIN_FALLBACK_REASON),
+        "b": ("keep", "not marked"),
+        "q": ("keep", PLAIN_FALLBACK_REASON),
+        "k": ("keep", PLAIN_FALLBACK_REASON),
+    }
+    assert plain.prediction == plain.baseline == without and plain.measured is measured
+    assert plain.selection == "mode=auto fell back from graph 3, why" and plain.fallback is None
+    assert str(plain).startswith("offload plan graph 4\n")  # not "(rewrite disabled)"
+    assert "mode=auto fell back from graph 3, why" in str(plain)

@@ -261,7 +261,7 @@ def _module_inductor_cache(tmp_path_factory):
     from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 
     with temporary_cache_dir(str(tmp_path_factory.mktemp("inductor_cache"))):
-        with torch._inductor.config.patch(force_disable_caches=False):
+        with torch._inductor.config.patch(force_disable_caches=False, fx_graph_cache=True):
             yield
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from offload_pass.planning.recompute import Trial
     from offload_pass.planning.step_model import StepPrediction
 
-__all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plan_saved_tensors", "eligibility"]
+__all__ = ["PlanEntry", "OffloadGroup", "OffloadPlan", "plain_inductor_plan", "plan_saved_tensors", "eligibility"]
 
 log = logging.getLogger("offload_pass")
 
@@ -125,6 +125,10 @@ class OffloadPlan:
     # same graph again (calibration.replan_reason). None: not counted (a plan
     # built elsewhere than plan_saved_tensors), which forbids nothing.
     candidates: Optional[int] = None
+    # mode="auto" on CUDA: measured over max_overhead and not planned again,
+    # what the graph runs instead and why (``calibration.choose_fallback``);
+    # None: it runs this plan.
+    fallback: Optional[str] = None
 
     @property
     def predicted_reduction(self) -> Optional[int]:
@@ -214,6 +218,8 @@ class OffloadPlan:
             lines.append(f"planned again{_replanned_because(self.replan_reason)}, {self.calibration.describe()}")
         if self.measured is not None:
             lines.append(self.measured.describe())
+        if self.fallback is not None:
+            lines.append(f"not run: {self.fallback}")
         return lines
 
     def _prediction_lines(self, before: StepPrediction, after: StepPrediction) -> list[str]:
@@ -249,6 +255,25 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
     return ""
 
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
+PLAIN_FALLBACK_REASON = "kept: the graph runs plain Inductor's compile (mode=auto fell back)"
+
+
+def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str, measured: "PredictionCheck") -> OffloadPlan:
+    """The plan of plain Inductor's compile of ``plan``'s graph, which
+    mode="auto" falls back to (``fallback``: why): every entry kept (none
+    offloaded, none recomputed), the step without offload as predicted,
+    and ``measured``, plain Inductor's graph measured against it."""
+    entries = [
+        e if e.decision == Decision.KEEP else dataclasses.replace(e, decision=Decision.KEEP, reason=PLAIN_FALLBACK_REASON)
+        for e in plan.entries
+    ]
+    return dataclasses.replace(
+        plan, graph_id=graph_id, entries=entries, groups=[], prediction=plan.baseline,
+        ideal_peak=None, reload_headroom=0, release_after={}, reload_before={},
+        selection=f"mode=auto fell back from {plan.graph_id}, {fallback}", recompute_level=None,
+        recompute_trials=(), recompute_skipped=(), measured=measured, calibration=None, replan_reason=None,
+        host_pool=None, fallback=None,
+    )
 
 
 # Namespaces of the ops that distributed engines put in graphs (functional
