@@ -72,7 +72,8 @@ STALL_TOLERANCE = 0.01
 # mode="auto": how far over max_overhead a plan may measure against plain
 # Inductor's graph before the graph falls back (``choose_fallback``): issue
 # #19's noise (+1 %), about what two compiles of plain Inductor measured in
-# turns read against each other (+1.1 and +1.25 %, an H200, 2026-11-27).
+# turns read against each other (the median of adjacent pairs, six runs on
+# an H200, 2026-11-27: -1.1 to +1.5 %).
 OVERHEAD_NOISE = 0.01
 # How much slower (against the simulator's times) the forward may run than
 # the backward and still be the device's own speed: the decoder's plans
@@ -313,7 +314,8 @@ def pair_ratios(plan: Sequence[MeasuredCall], plain: Sequence[MeasuredCall]) -> 
     did not. Two compiles of plain Inductor measured in turns on the H200
     (eighteenth session) took 30.3-35.3 ms a call over twelve calls, the
     early calls slowest; the medians of each graph's six read them
-    -0.4, +0.1 and +3.9 % apart, the median pair -1.1, +0.2 and +1.1 %."""
+    -0.4, +0.1 and +3.9 % apart, the median pair -1.1, +0.2 and +1.1 %
+    (three more runs, paired as they ran: -0.1, +0.7, +1.5 %)."""
     if len(plan) != len(plain):
         raise ValueError(f"pair_ratios: {len(plan)} calls of the plan against {len(plain)} of plain Inductor's")
     return tuple(p.work_ms / q.work_ms for p, q in zip(plan, plain) if q.work_ms > 0)
