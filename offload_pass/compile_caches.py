@@ -14,8 +14,8 @@ kernels test after test. A graph cache is what may not be hit: a warm one
 would skip the partitioner, so a test or a benchmark variant would see
 another compile's plan (PyTorch's own offloading pass runs as a joint-graph
 pre-pass, which the FX graph cache does not key on). Not part of the
-pipeline: ``tests/conftest.py`` and ``benchmarks/bench_offload.py`` call it
-before their first compile.
+pipeline: ``tests/conftest.py``, the ranks of ``tests/test_distributed.py``
+and ``benchmarks/bench_offload.py`` call it before their first compile.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - counts the call in the backend's step report (``reporting/step_report.py``);
 - on CUDA, unless ``disabled_passes`` names "calibrate": measures three
   calls from call 40 on (40, 41 and 42 where a step calls the graph once;
-  six, 32-41, under mode="auto", below; call 1 warms up: autotuning, host
+  six of calls 32-41 under mode="auto", below; call 1 warms up: autotuning, host
   pools, the lazy backward compile; calls 2-39 let the device's clock
   settle under load: ``FIRST_MEASURED_CALL``) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
