@@ -201,6 +201,73 @@ def test_releases_as_they_land_agree_with_the_schedule_walk():
     assert taken > 1000  # the shortcut is the common case
 
 
+def _walked_forward(fw_ms, host_ms, order, copy_ms, copy_host_ms):
+    """The forward as step_model walks it, each copy's ops right after its
+    producer: the host issues each node after its own time, the device runs
+    a node after the one before and once the host issued it; an op costs
+    the host ``copy_host_ms`` and the compute stream ``copy_ms``."""
+    compute = host = 0.0
+    for k, (ms, h) in enumerate(zip(fw_ms, host_ms)):
+        host += h
+        if ms > 0:
+            compute = max(compute, host) + ms
+        for c in order:
+            if c.produced == k:
+                host += copy_host_ms
+                compute += copy_ms
+    return compute
+
+
+def test_the_search_charges_each_copy_its_runtime_ops_as_the_simulator_does():
+    # Decoder, H200, auto 1 %: the search, blind to the ops' time (43 us a
+    # runtime op of the forward, calibrated), chose eight copies the step
+    # simulator put at +2.5 %, and the trim kept none. Each copy now costs
+    # its ops' compute-stream time and, where the host is not ahead of the
+    # device, its host time, by the walk's rule.
+    from offload_pass.planning.selection import _forward_with_ops
+
+    rng = random.Random(3)
+    for _ in range(500):
+        n = rng.randint(1, 12)
+        fw = [rng.choice([0.0, 0.5, 1.0, 2.0]) for _ in range(n)]
+        host = [rng.choice([0.1, 0.5, 1.5]) for _ in range(n)]
+        order = sorted(
+            (Candidate(f"c{i}", 1, rng.randrange(n), 0, 0) for i in range(rng.randint(0, 4))),
+            key=lambda c: (c.produced, c.key),
+        )
+        copy_ms, copy_host_ms = rng.choice([0.0, 0.2]), rng.choice([0.0, 0.3, 0.6])
+        step = StepWithoutOffload(fw, [1.0], [0] * (n + 1), BW, BW, copy_ms=copy_ms, copy_host_ms=copy_host_ms, fw_host_ms=host)
+        assert _forward_with_ops(step, order) == pytest.approx(
+            _walked_forward(fw, host, order, copy_ms, copy_host_ms), abs=1e-9
+        ), (fw, host, [c.produced for c in order], copy_ms, copy_host_ms)
+    # A copy made where the host is barely ahead costs its host time; where
+    # the host leads by more, nothing; reloads cost the backward their ops.
+    live = [10] * 8
+    early, late = Candidate("early", 1, 0, 0, 3), Candidate("late", 1, 2, 2, 3)
+    step = StepWithoutOffload([1.0] * 4, [1.0] * 4, live, 100.0, 100.0, copy_host_ms=0.5, fw_host_ms=[0.9, 1.0, 0.1, 0.1])
+    assert simulate_offload(step, []).step_ms == pytest.approx(8.9)  # the device idles 0.9 ms for node 0
+    assert simulate_offload(step, [early]).step_ms == pytest.approx(8.9 + 0.5)
+    assert simulate_offload(step, [late]).step_ms == pytest.approx(8.9)
+    costly = StepWithoutOffload([1.0] * 4, [1.0] * 4, live, 100.0, 100.0, copy_ms=0.1, reload_ms=0.2)
+    assert simulate_offload(costly, [early, late]).step_ms == pytest.approx(8 + 2 * 0.1 + 2 * 0.2)
+
+
+def test_auto_spends_the_limit_on_fewer_larger_copies_when_ops_cost_time():
+    # Four 1-byte copies and one of 4 bytes free the same at the peak; at
+    # 0.1 ms of ops a copy and a limit of 1.5 % of a 10 ms step (0.15 ms),
+    # only the large one fits: without the ops' time the search saw no
+    # difference and could take the four, 0.4 ms over.
+    live = [10, 10, 10, 20, 20, 10, 10, 10, 10, 10]
+    small = [Candidate(f"s{i}", 1, 0, 0, 5) for i in range(4)]
+    large = Candidate("large", 4, 0, 0, 5)
+    step = StepWithoutOffload([1.0] * 4, [1.0] * 6, live, 100.0, 100.0, copy_ms=0.1)
+    chosen, got = choose_auto(step, small + [large], 0.015)
+    assert [c.key for c in chosen] == ["large"] and got.peak == 16 and got.step_ms == pytest.approx(10.1)
+    blind = StepWithoutOffload([1.0] * 4, [1.0] * 6, live, 100.0, 100.0)
+    assert simulate_offload(blind, small).peak == 16 and simulate_offload(blind, small).step_ms == 10
+    assert simulate_offload(step, small).step_ms == pytest.approx(10.4)
+
+
 def test_budget_against_brute_force():
     # Measured when written: 37 reachable budgets, every one reached, the
     # least step time in 35, worst 1.11x the optimum. With releases placed as

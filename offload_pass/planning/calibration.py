@@ -508,6 +508,9 @@ class Calibration:
     # clock (NodeTimes.forward_op_ms): the measured forward's time over the
     # device's speed, spread over its runtime ops (fit_calibration).
     forward_op_ms: float = 0.0
+    # ... of the backward (NodeTimes.backward_op_ms): what the plan's
+    # measured backward took past plain Inductor's speed (fit_calibration).
+    backward_op_ms: float = 0.0
     # Fitted in an earlier compile of the same graph and carried to this one
     # (compiled_graph.carried_calibration): its scales only, without the peak
     # offset and the time between forward and backward of the plan measured.
@@ -527,6 +530,7 @@ class Calibration:
             times.launch_forward_ms * self.host_forward_scale,
             times.launch_backward_ms * self.host_backward_scale,
             times.forward_op_ms + self.forward_op_ms,
+            times.backward_op_ms + self.backward_op_ms,
         )
 
     def profile(self, profile: DeviceProfile) -> DeviceProfile:
@@ -550,6 +554,8 @@ class Calibration:
             host = f"; host time x{self.host_forward_scale:.3f} forward, x{self.host_backward_scale:.3f} backward"
         if self.forward_op_ms:
             host += f"; {self.forward_op_ms * 1e3:.0f} us per runtime op of the forward"
+        if self.backward_op_ms:
+            host += f"; {self.backward_op_ms * 1e3:.0f} us per runtime op of the backward"
         if self.plain_work_ms is not None:
             host += f"; plain Inductor's forward and backward {self.plain_work_ms:.2f} ms (measured)"
         return (
@@ -581,18 +587,32 @@ def overhead_allowed(
     return (1 + max_overhead) * calibration.plain_work_ms / predicted - 1
 
 
-def _plain_forward_speed(
-    plain: Optional[MeasuredCall], without_offload: Optional[StepPrediction], prior: Optional[Calibration]
-) -> Optional[float]:
-    """The device's speed in the forward as plain Inductor's graph ran it: its
-    measured forward (less what the step without offload was predicted to
-    idle for the host) over the simulator's own forward of that step
-    (``without_offload``'s, made under ``prior``, over ``prior``'s scale).
-    None without a measured plain Inductor or a prediction to hold it to."""
-    if plain is None or without_offload is None or without_offload.forward_ms <= 0:
+def _plain_speeds(
+    check: PredictionCheck, without_offload: Optional[StepPrediction], prior: Optional[Calibration]
+) -> Optional[tuple[float, float]]:
+    """The device's speed in each phase as plain Inductor's graph ran it
+    (scales on the simulator's node times, forward and backward): its forward
+    and backward as the check measured the plan against it
+    (``PredictionCheck.plain_work_ms``, split as its median call split
+    them), less what the step without offload was predicted to idle for
+    the host, over the simulator's own times of that step
+    (``without_offload``'s, made under ``prior``, over ``prior``'s scales).
+    The pairs' figure, not the median plain call's: the step without offload
+    is then predicted as what the plan's measured slowdown
+    (``PredictionCheck.measured_overhead``) is a slowdown over. None without
+    a measured plain Inductor or a prediction to hold it to."""
+    plain, work = check.plain, check.plain_work_ms
+    if plain is None or work is None or without_offload is None or plain.work_ms <= 0:
         return None
-    own = without_offload.forward_ms / (prior.forward_scale if prior is not None else 1.0)
-    return max(plain.forward_ms - without_offload.forward_idle_ms, 0.0) / own
+    own_forward = without_offload.forward_ms / (prior.forward_scale if prior is not None else 1.0)
+    own_backward = without_offload.backward_ms / (prior.backward_scale if prior is not None else 1.0)
+    if own_forward <= 0 or own_backward <= 0:
+        return None
+    forward = work * plain.forward_ms / plain.work_ms
+    return (
+        max(forward - without_offload.forward_idle_ms, 0.0) / own_forward,
+        max(work - forward - without_offload.backward_idle_ms, 0.0) / own_backward,
+    )
 
 
 def _fit_scale(wait_at: Callable[[float], float], target: float, noise: float, start: float = 1.0) -> float:
@@ -675,14 +695,18 @@ def fit_calibration(
     predicted none, and measured +3.6 % against max_overhead 1 %).
     ``without_offload``: the step without offload as predicted under
     ``prior``; with ``check.plain`` (plain Inductor's graph measured), it
-    gives the device's speed in the forward (``_plain_forward_speed``), in
-    place of the bound ``PHASE_SPEED_TOLERANCE`` sets from the backward's:
-    what the plan's forward took past plain Inductor's speed is its runtime
-    ops' (HF Llama on the H200: every plan with copies ran its forward
-    0.6 ms past plain Inductor's, its stalls aside; fitted as the device's
-    speed, the simulator put a plan without copies 2.6-2.9 % above its
-    measured step, and the step without offload as far above plain
-    Inductor's).
+    gives the device's speed in each phase (``_plain_speeds``), the
+    forward's in place of the bound ``PHASE_SPEED_TOLERANCE`` sets from the
+    backward's: what the plan's phase took past plain Inductor's speed is
+    its runtime ops' (HF Llama on the H200: every plan with copies ran its
+    forward 0.6 ms past plain Inductor's, its stalls aside; fitted as the
+    device's speed, the simulator put a plan without copies 2.6-2.9 % above
+    its measured step, and the step without offload as far above plain
+    Inductor's; in the backward, with the plan's own speed standing in for
+    the device's, auto 2 % put the step without offload 2.3 % above plain
+    Inductor's as measured, and no copy fitted the budget), a time per
+    runtime op of that phase
+    (``Calibration.forward_op_ms`` / ``backward_op_ms``).
 
     The compute's scale takes in whatever the device idled for the host in
     the measured call (events time the stream, not its kernels), and the
@@ -711,12 +735,16 @@ def fit_calibration(
     # without offload's (HF Llama, H200, 15 copies: forward x1.079, backward
     # x0.971; taken as the device's speed it put the step without offload
     # 2.2 % above plain Inductor's, and auto 2 % measured +4.4 %).
-    plain_speed = _plain_forward_speed(check.plain, without_offload, prior)
-    device_speed = _forward_speed(forward_scale, backward_scale) if plain_speed is None else plain_speed
-    device_bound = predicted.forward_ops > 0 and device_speed < forward_scale
+    # With plain Inductor measured beside the plan, its speed in each phase
+    # is the device's, and what the plan's phase took past it is its
+    # runtime ops' (``_plain_speeds``).
+    plain = _plain_speeds(check, without_offload, prior)
+    forward_speed, backward_speed = (_forward_speed(forward_scale, backward_scale), backward_scale) if plain is None else plain
+    forward_bound = predicted.forward_ops > 0 and forward_speed < forward_scale
+    backward_bound = plain is not None and predicted.backward_ops > 0 and backward_speed < backward_scale
     calibration = Calibration(
-        forward_scale=device_speed if device_bound else forward_scale,
-        backward_scale=backward_scale,
+        forward_scale=forward_speed if forward_bound else forward_scale,
+        backward_scale=backward_speed if backward_bound else backward_scale,
         peak_offset=0 if measured.peak is None else measured.peak - predicted.timeline_peak,
         source=source,
         peak_measured=measured.peak is not None,
@@ -729,7 +757,7 @@ def fit_calibration(
 
     most = _host_scale(measured.host_forward_ms, predicted.forward_issue_ms)
     calibration = dataclasses.replace(calibration, host_forward_scale=_fit_host(forward_at, forward, most, noise))
-    if device_bound:
+    if forward_bound:
         left = forward - forward_at(calibration.host_forward_scale)
         if left > 0:
             calibration = dataclasses.replace(calibration, forward_op_ms=left / predicted.forward_ops)
@@ -740,6 +768,10 @@ def fit_calibration(
 
     most = _host_scale(measured.host_backward_ms, predicted.backward_issue_ms)
     calibration = dataclasses.replace(calibration, host_backward_scale=_fit_host(backward_at, backward, most, noise))
+    if backward_bound:
+        left = backward - backward_at(calibration.host_backward_scale)
+        if left > 0:
+            calibration = dataclasses.replace(calibration, backward_op_ms=left / predicted.backward_ops)
 
     def forward_wait(scale: float) -> float:
         return simulate(dataclasses.replace(calibration, d2h_scale=scale)).forward_wait_ms

@@ -30,7 +30,7 @@ from offload_pass.planning.schedules import release_schedule, reload_schedule
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
 from offload_pass.planning.selection import StepWithoutOffload, candidates, choose_auto, choose_for_budget
-from offload_pass.planning.step_model import NodeTimes, StepPrediction
+from offload_pass.planning.step_model import NodeTimes, StepPrediction, copy_op_costs
 from offload_pass.planning.timeline import Timeline
 from offload_pass.units import format_bytes
 
@@ -91,6 +91,7 @@ def schedule_copies(
         step = StepWithoutOffload(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
+            **copy_op_costs(times, fw_gm),
         )
         allowed = config.max_overhead if max_overhead is None else max_overhead
         plan = _select(

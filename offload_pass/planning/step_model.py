@@ -30,9 +30,10 @@ later where the host is behind: a lead the host built over the forward is
 not carried into the backward (pessimistic where the host is ahead; a
 synchronized HF Llama step on the H200 had its device idle 1 ms at the
 backward's start, waiting for the host), the same rule with offload and
-without. A calibration may add a time per runtime op of the forward on the
-compute stream (``NodeTimes.forward_op_ms``): what a measured forward took
-past the device's speed and the host clock, idle the ops cost.
+without. A calibration may add a time per runtime op of each phase on the
+compute stream (``NodeTimes.forward_op_ms`` / ``backward_op_ms``): what a
+measured phase took past the device's speed and the host clock, idle the
+ops cost.
 
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
 the extern kernels' measured on CUDA (``kernel_timing``, unless
@@ -57,7 +58,7 @@ from offload_pass.views import storage_root
 
 _ops = torch.ops.offload_pass
 
-__all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "node_times", "predict_step"]
+__all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "copy_op_costs", "node_times", "predict_step"]
 
 # The host's time of each runtime op, in small-kernel launches
 # (``DeviceProfile.host_launch_us``): ``benchmarks/op_host_cost.py`` on one
@@ -96,6 +97,7 @@ class NodeTimes:
     # The compute stream's time per runtime op of the forward beyond what
     # the host clock gives it (a calibration's ``forward_op_ms``; 0: none).
     forward_op_ms: float = 0.0
+    backward_op_ms: float = 0.0  # ... of the backward (reload, wait_reload)
 
     def ordered(self, gm: fx.GraphModule, phase: str) -> list[float]:
         """Per node of ``gm`` in graph order (output aside): the points of
@@ -151,6 +153,22 @@ def node_times(
     return NodeTimes(forward, backward, source, host_forward, host_backward, launch_ms, launch_ms)
 
 
+def copy_op_costs(times: NodeTimes, fw_gm: fx.GraphModule) -> dict:
+    """What one copy's runtime ops cost as this simulator charges them, for
+    the selection's search model over ``fw_gm`` before the rewrite
+    (``selection.StepWithoutOffload``'s ``copy_ms``, ``reload_ms``,
+    ``copy_host_ms``, ``fw_host_ms``): two ops in each phase (offload and
+    release, reload and wait_reload), each the compute stream's
+    ``forward_op_ms`` / ``backward_op_ms``, the host's launches of the
+    forward's two, and the host's time per forward node."""
+    return {
+        "copy_ms": 2 * times.forward_op_ms,
+        "reload_ms": 2 * times.backward_op_ms,
+        "copy_host_ms": (RUNTIME_OP_LAUNCHES["offload"] + RUNTIME_OP_LAUNCHES["release"]) * times.launch_forward_ms,
+        "fw_host_ms": times.host_ordered(fw_gm, "forward"),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class StepPrediction:
     step_ms: float  # forward + backward compute + the waits below + between_ms
@@ -170,6 +188,7 @@ class StepPrediction:
     forward_issue_ms: float = 0.0
     backward_issue_ms: float = 0.0
     forward_ops: int = 0  # runtime ops in the forward (offloads, releases)
+    backward_ops: int = 0  # ... in the backward (reloads, wait_reloads)
 
     @property
     def timeline_peak(self) -> int:
@@ -228,7 +247,8 @@ def _run(
     gm: fx.GraphModule, times: list[float], host_times: list[float], streams: _Streams, op_ms: float = 0.0
 ) -> _Phase:
     """Advance ``streams`` over ``gm``; ``op_ms``: the compute stream's time
-    at each runtime op past the host clock's (``NodeTimes.forward_op_ms``)."""
+    at each runtime op past the host clock's (``NodeTimes.forward_op_ms`` /
+    ``backward_op_ms``)."""
     phase = _Phase()
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     for node, ms, host_ms in zip(nodes, times, host_times):
@@ -284,9 +304,11 @@ def predict_step(
     )
     streams.compute += between_ms
     streams.host = max(streams.host, streams.compute)
-    backward = _run(bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams)
+    backward = _run(
+        bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams, times.backward_op_ms
+    )
     return StepPrediction(
         streams.compute, timeline.peak + peak_offset, forward.compute, backward.compute, forward.waited,
         backward.waited, times.source, peak_offset, between_ms, forward.idle, backward.idle, forward.host,
-        backward.host, forward.ops,
+        backward.host, forward.ops, backward.ops,
     )
