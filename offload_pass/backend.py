@@ -457,13 +457,15 @@ def _partition_and_plan(
 
 
 def _simulate(
-    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, timeline, times, profile, calibration: Calibration
+    fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, timeline, times, profile, calibration: Calibration,
+    runtime_ops: bool = True,
 ) -> StepPrediction:
     """The step simulator over these rewritten graphs, from the uncalibrated
-    node times and profile, under ``calibration``."""
+    node times and profile, under ``calibration`` (``runtime_ops`` False:
+    their runtime ops skipped, the step without offload's time)."""
     return predict_step(
         fw_gm, bw_gm, timeline, calibration.times(times), calibration.profile(profile),
-        calibration.peak_offset, calibration.between_ms,
+        calibration.peak_offset, calibration.between_ms, runtime_ops,
     )
 
 

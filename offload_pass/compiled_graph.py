@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import logging
 import warnings
@@ -481,7 +482,8 @@ class CompiledGraph:
             self._fall_back(plan, plain)
             return
         calibration = fit_calibration(
-            check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline
+            check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline,
+            functools.partial(replan.simulate, runtime_ops=False),
         )
         if plain is not None:
             calibration = dataclasses.replace(calibration, plain_work_ms=check.plain_work_ms)

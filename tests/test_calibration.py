@@ -587,6 +587,53 @@ def test_the_backward_past_plain_inductors_speed_is_its_reloads_time():
     assert alone.backward_scale == pytest.approx(0.98) and alone.backward_op_ms == 0.0
 
 
+def _host_clocked(calibration: Calibration, ops: int = 20) -> StepPrediction:
+    """A toy simulator whose forward waits for the host: 10 ms of forward
+    compute, the host 10.5 ms to issue it plus 0.02 ms per runtime op (both
+    scaled by the calibration), the forward ending at the later of the two
+    plus the ops' compute-stream time; 20 ms of backward. ``ops=0``: the
+    step without offload."""
+    compute, host = 10.0 * calibration.forward_scale, (10.5 + 0.02 * ops) * calibration.host_forward_scale
+    forward = max(compute, host) + ops * calibration.forward_op_ms
+    p = _prediction(compute, 20.0 * calibration.backward_scale)
+    return dataclasses.replace(
+        p, step_ms=p.step_ms + forward - compute, forward_idle_ms=forward - compute, forward_ops=ops,
+        forward_issue_ms=host,
+    )
+
+
+def test_the_step_without_offload_is_held_to_plain_inductors_time_under_the_fitted_host_clock():
+    # Predicted before the fit, the step without offload idled 0.5 ms for the
+    # host (10.5 against 10 ms of compute), so plain Inductor's measured
+    # 10.2 ms forward read as compute x0.97. The plan's host measured 9.81
+    # ms (x0.9): under it the step without offload idles none, and at x0.97
+    # it would be predicted at 9.7 ms, 0.5 below plain Inductor's, the
+    # budget off by as much. Held to plain Inductor's time: x1.02.
+    measured = MeasuredCall(2, 11.5, 20.0, 0.0, 0.0, 1000, host_forward_ms=9.81)
+    plain = MeasuredCall(3, 10.2, 20.0, 0.0, 0.0, 1000)
+    without = _host_clocked(Calibration(), ops=0)
+    assert without.forward_idle_ms == pytest.approx(0.5)
+    check = dataclasses.replace(check_prediction(_host_clocked(Calibration()), measured), plain=plain)
+    simulate_without = functools.partial(_host_clocked, ops=0)
+    fitted = fit_calibration(check, _host_clocked, "x", None, without, simulate_without)
+    assert fitted.host_forward_scale == pytest.approx(0.9)
+    assert fitted.forward_scale == pytest.approx(1.02, rel=1e-6)
+    no_offload = simulate_without(fitted)
+    assert no_offload.forward_ms + no_offload.forward_idle_ms == pytest.approx(10.2, rel=1e-6)
+    assert fitted.forward_op_ms == pytest.approx((11.5 - 10.2) / 20, rel=1e-6)
+    assert check_prediction(_host_clocked(fitted), measured).step_error == pytest.approx(0.0, abs=1e-6)
+    # Without the step simulated without offload: the speed read before the fit.
+    unheld = fit_calibration(check, _host_clocked, "x", None, without)
+    assert unheld.forward_scale == pytest.approx(0.97)
+    assert simulate_without(unheld).forward_ms == pytest.approx(9.7)
+    # Where the host clock alone takes longer than plain Inductor's forward
+    # (no host measured: x1, 10.5 ms), no speed reaches it: x0.97 stays.
+    unmeasured = dataclasses.replace(check, measured=dataclasses.replace(measured, host_forward_ms=None))
+    assert fit_calibration(unmeasured, _host_clocked, "x", None, without, simulate_without).forward_scale == (
+        pytest.approx(0.97)
+    )
+
+
 class _Measured:
     """Stands in for runtime.measure.CallMeasurement: each measured call
     reports ``figures(prediction)``."""
@@ -1187,7 +1234,7 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
     # speed (the pairs' figure), so 2 % of it to spend, the first plan's
     # 10 % charged to its runtime ops: fewer copies, predicted within; here
     # plain Inductor's graph measures 10 % faster whatever runs beside it.
-    assert second.overhead_allowed == pytest.approx(0.02, abs=1e-9)
+    assert second.overhead_allowed == pytest.approx(0.02, abs=1e-6)  # the bisection's precision
     assert second.calibration.forward_op_ms > 0 and second.calibration.backward_op_ms > 0
     assert 0 < len(second.groups) < len(first.groups) and second.predicted_overhead <= 0.02 + 1e-9
     assert second.measured.measured_overhead == pytest.approx(0.10)

@@ -244,14 +244,22 @@ class _Phase:
 
 
 def _run(
-    gm: fx.GraphModule, times: list[float], host_times: list[float], streams: _Streams, op_ms: float = 0.0
+    gm: fx.GraphModule,
+    times: list[float],
+    host_times: list[float],
+    streams: _Streams,
+    op_ms: float = 0.0,
+    runtime_ops: bool = True,
 ) -> _Phase:
     """Advance ``streams`` over ``gm``; ``op_ms``: the compute stream's time
     at each runtime op past the host clock's (``NodeTimes.forward_op_ms`` /
-    ``backward_op_ms``)."""
+    ``backward_op_ms``); ``runtime_ops`` False: the runtime ops skipped, as
+    if the graph ran without offload."""
     phase = _Phase()
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     for node, ms, host_ms in zip(nodes, times, host_times):
+        if not runtime_ops and _runtime_op(node):
+            continue
         streams.host += host_ms
         phase.host += host_ms
         # Where the compute stream stands once the host has issued the node
@@ -292,20 +300,25 @@ def predict_step(
     profile: DeviceProfile,
     peak_offset: int = 0,
     between_ms: float = 0.0,
+    runtime_ops: bool = True,
 ) -> StepPrediction:
     """The predicted step of these graphs (see the module docstring).
     ``peak_offset``: the bytes a calibration found the timeline missing at
     the measured peak (``calibration.Calibration``), added to its peak;
     ``between_ms``: the time it measured between the forward's end and the
-    backward's start (the copies run on through it)."""
+    backward's start (the copies run on through it); ``runtime_ops`` False:
+    the step of these graphs without their runtime ops, the step without
+    offload's time (the peak stays the timeline's, with the copies)."""
     streams = _Streams(profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"))
     forward = _run(
-        fw_gm, times.ordered(fw_gm, "forward"), times.host_ordered(fw_gm, "forward"), streams, times.forward_op_ms
+        fw_gm, times.ordered(fw_gm, "forward"), times.host_ordered(fw_gm, "forward"), streams, times.forward_op_ms,
+        runtime_ops,
     )
     streams.compute += between_ms
     streams.host = max(streams.host, streams.compute)
     backward = _run(
-        bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams, times.backward_op_ms
+        bw_gm, times.ordered(bw_gm, "backward"), times.host_ordered(bw_gm, "backward"), streams, times.backward_op_ms,
+        runtime_ops,
     )
     return StepPrediction(
         streams.compute, timeline.peak + peak_offset, forward.compute, backward.compute, forward.waited,
