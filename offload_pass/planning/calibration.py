@@ -793,7 +793,7 @@ def fit_calibration(
     # is the device's, and what the plan's phase took past it is its
     # runtime ops' (``_plain_speeds``).
     plain = _plain_speeds(check, without_offload, prior)
-    forward_speed, backward_speed = (_forward_speed(forward_scale, backward_scale), backward_scale) if plain is None else plain
+    forward_speed, backward_speed = plain or (_forward_speed(forward_scale, backward_scale), backward_scale)
     forward_bound = predicted.forward_ops > 0 and forward_speed < forward_scale
     backward_bound = plain is not None and predicted.backward_ops > 0 and backward_speed < backward_scale
     calibration = Calibration(

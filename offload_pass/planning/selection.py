@@ -9,20 +9,21 @@ the search model's estimate of its step time and peak. Those estimates only
 choose: the plan reports the step simulator's prediction over the rewritten
 graphs (``step_model``).
 
-The search model (``simulate_offload``): each copy's runtime ops cost what the
-step simulator charges them (compute-stream time per op, the host's time to
-issue them where the device waits for the host). Copies queue one after the other on the
-device->host stream from the end of their producer. Each is released where
-the rewrite releases it (``schedules.schedule_releases``, the one rule for
-that): once it has landed, or earlier, the compute stream waiting for it,
+The search model (``simulate_offload``): each copy's runtime ops cost what
+the step simulator charges them (compute-stream time per op, the host's
+time to issue them where the device waits for the host). Copies queue one
+after the other on the device->host stream from the end of their producer.
+Each is released where the rewrite releases it
+(``schedules.schedule_releases``, the one rule for that): once it has
+landed, or earlier, the compute stream waiting for it,
 where the copies still held would lift memory over the peak of the ideal
 (every copy off from its last forward use); the forward's clock includes
 those waits. A copy's device memory is free from its release until its
 reload is issued. Reloads queue on the host->device stream, each issued as
 late as lets it land before its consumer; a chain that would have to start
 before the backward does makes the backward wait that long. The step is
-forward + backward compute plus those waits and the runtime ops' time; the peak is the highest point
-of memory over the step.
+forward + backward compute plus those waits and the runtime ops' time; the
+peak is the highest point of memory over the step.
 
 ``choose_auto`` maximises the peak reduction with the predicted step within
 ``max_overhead`` of no offload; ``choose_for_budget`` reaches a peak budget
@@ -192,8 +193,9 @@ def _ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[in
     return off
 
 
-def _forward(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> tuple[dict[str, int], float]:
-    """Where the rewrite releases each chosen copy in the forward, and the
+def _forward(step: StepWithoutOffload, order: Sequence[Candidate]) -> tuple[dict[str, int], float]:
+    """Where the rewrite releases each chosen copy (``order``: sorted by
+    producer) in the forward, and the
     forward's end with the waits those releases cause. The releases are
     placed by ``schedules.schedule_releases``, the rule the rewrite itself
     follows: a copy is released once it has landed, or earlier, with the
@@ -201,9 +203,8 @@ def _forward(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> tuple[dic
     memory over the peak of the ideal (every copy off from its last forward
     use). Copies queue on the device->host stream from the end of their
     producer on the walked clock, waits included."""
-    ideal = [a - b for a, b in zip(step.live, _ideal_off(step, chosen))]
+    ideal = [a - b for a, b in zip(step.live, _ideal_off(step, order))]
     ceiling = max(ideal, default=0)
-    order = sorted(chosen, key=lambda c: (c.produced, c.key))
     fast = _released_as_they_land(step, order, ideal, ceiling)
     return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
 
@@ -273,12 +274,13 @@ def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> E
     n_fw = len(fw_ms)
     bw_end, bw_start = step.bw_end, step.bw_start
     fw_total = step.fw_end[-1] if n_fw else 0.0
-    release, forward_end = _forward(step, chosen) if chosen else ({}, fw_total)
+    order = sorted(chosen, key=lambda c: (c.produced, c.key))
+    release, forward_end = _forward(step, order) if order else ({}, fw_total)
     forward_wait = max(0.0, forward_end - fw_total)
     # The waits on the device's clock, added to the forward as the host
     # and the ops leave it (both, not the larger: a wait late in the
     # forward does not give back idling early in it).
-    forward_ms = _forward_with_ops(step, sorted(chosen, key=lambda c: (c.produced, c.key)))
+    forward_ms = _forward_with_ops(step, order)
     # Backward: latest starts, from the last consumer back.
     bound = float("inf")
     issue_at: dict[str, int] = {}
