@@ -10,7 +10,7 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
 - counts the call in the backend's step report (``reporting/step_report.py``);
 - on CUDA, unless ``disabled_passes`` names "calibrate": measures three
   calls from call 40 on (40, 41 and 42 where a step calls the graph once;
-  six of calls 32-41 under mode="auto", below; call 1 warms up: autotuning, host
+  eight of calls 17-38 under mode="auto", below; call 1 warms up: autotuning, host
   pools, the lazy backward compile; calls 2-39 let the device's clock
   settle under load: ``FIRST_MEASURED_CALL``) with
   ``runtime/measure.py`` and puts the ``PredictionCheck``
@@ -32,15 +32,18 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   at most twice more;
 - under mode="auto" on CUDA, compiles plain Inductor's graph of the same
   Dynamo graph at call ``PLAIN_COMPILE_CALL`` (2), which runs it (a
-  warm-up), and runs it measured on ``MEASURED_IN_TURNS`` calls in turns
-  with as many of the plan's (plain, plan, plan, plain, repeated: plain
-  Inductor 31, 34, 35, 38, 39, 42, the plan 32, 33, 36, 37, 40, 41), where
-  the device has room for its peak: the check holds the plan's step to it
-  (``PredictionCheck.plain``), and a re-plan spends ``max_overhead`` of it
-  (``Calibration.plain_work_ms``). Interleaved, both run on the same clock:
-  measured before the plan's, plain Inductor ran while the device's clock
-  still fell, and its median moved by up to 7 % between one process's
-  checks (an H200, 2026-11-26);
+  warm-up), and runs it in blocks of four calls taking turns with the
+  plan's (plain, plan, plan, plain, repeated: plain Inductor 11-14, 23-30,
+  39-42), each block's last two measured (``measured_in_turns()``, eight of
+  each: plain Inductor 13, 14, 25, 26, 29, 30, 41, 42, the plan 17, 18, 21,
+  22, 33, 34, 37, 38), where the device has room for its peak: the check
+  holds the plan's step to it (``PredictionCheck.plain``), and a re-plan
+  spends ``max_overhead`` of it (``Calibration.plain_work_ms``). In turns,
+  both run on the same clock: measured before the plan's, plain Inductor
+  ran while the device's clock still fell, and its median moved by up to
+  7 % between one process's checks (an H200, 2026-11-26); in blocks, each
+  at its own: a call right after the other graph's runs at the clock that
+  one left (``TURN_BLOCK_CALLS``);
 - under mode="auto", where the plan that will not be planned again measured
   over ``max_overhead`` + 1 % against plain Inductor's graph, runs what
   ``calibration.choose_fallback`` says from then on: the earlier plan of
@@ -111,34 +114,83 @@ MEASURED_CALLS = 3
 # mode="auto": the call that compiles plain Inductor's graph and runs it
 # (a warm-up).
 PLAIN_COMPILE_CALL = 2
-# mode="auto": plain Inductor's graph and the plan are each measured on
-# MEASURED_IN_TURNS calls, in turns plain, plan, plan, plain, repeated
-# (``runs_plain_in_turn``), over the calls up to the plan's last measured
-# one otherwise (FIRST_MEASURED_CALL + MEASURED_CALLS - 1): plain Inductor
-# 31, 34, 35, 38, 39, 42, the plan 32, 33, 36, 37, 40, 41. Each graph runs
-# as often first as second of a pair, at the same mean call, so neither a
-# clock still drifting nor what a call inherits from the one before it
-# favours one of them. Three each, one after the other (plain 37, 39, 41,
-# the plan 38, 40, 42), read two compiles of plain Inductor 1.1 and 1.25 %
-# apart, the second of each pair the slower (an H200, 2026-11-27), and
-# could not tell a plan 1 % over from one 3 % over.
-MEASURED_IN_TURNS = 6
+# mode="auto": plain Inductor's graph and the plan run in blocks of
+# TURN_BLOCK_CALLS calls, by turns of blocks (plain, plan, plan, plain,
+# repeated: TURN_BLOCKS blocks, ``runs_plain_in_turn``), over the calls up
+# to the plan's last measured one otherwise (FIRST_MEASURED_CALL +
+# MEASURED_CALLS - 1); the first SETTLING_CALLS calls of each block are not
+# measured (``measured_in_turn``): plain Inductor 13, 14, 25, 26, 29, 30,
+# 41, 42, the plan 17, 18, 21, 22, 33, 34, 37, 38. Each graph's blocks sit
+# at the same mean call, as often first as second of a pair, so a clock
+# still drifting favours neither. Why blocks: a call of one graph right
+# after the other's runs at the clock the other left (the device's power
+# cap follows its load within a call or two). Decoder on an H200
+# (2026-11-27, benchmarks/results/2026-11-27d-h200/pairs20.py):
+# plain Inductor run call by call in turns with a plan that waits on its
+# copies took 30.4-31.3 ms a call, 31.5-31.9 run alone, and the turns read
+# the plans' slowdowns +11.4/+12.4 % and +22.9/+23.7 % where each run
+# alone (40 calls) read +7.9/+8.0 % and +15.9/+16.8 %; blocks of 4, the
+# last 2 of each measured: +7.6/+8.2 % and +16.4/+18.6 %. Three each,
+# one graph after the other (plain 37, 39, 41, the plan 38, 40, 42), read
+# two compiles of plain Inductor 1.1 and 1.25 % apart (2026-11-27).
+TURN_BLOCK_CALLS = 4
+SETTLING_CALLS = 2
+TURN_BLOCKS = 8
+
+
+def turn_calls() -> int:
+    """How many calls the turns take (32: calls 11-42)."""
+    return TURN_BLOCKS * TURN_BLOCK_CALLS
+
+
+def measured_in_turns() -> int:
+    """How many calls of each graph the turns measure (8)."""
+    return TURN_BLOCKS // 2 * (TURN_BLOCK_CALLS - SETTLING_CALLS)
 
 
 def first_plain_call() -> int:
-    """Plain Inductor's first measured call (31), where the turns start."""
-    return FIRST_MEASURED_CALL + MEASURED_CALLS - 2 * MEASURED_IN_TURNS
+    """Plain Inductor's first call of the turns (11), where they start."""
+    return FIRST_MEASURED_CALL + MEASURED_CALLS - turn_calls()
 
 
 def runs_plain_in_turn(turn: int) -> bool:
     """Whether call ``first_plain_call() + turn`` of the turns runs plain
-    Inductor's graph (plain, plan, plan, plain, repeated)."""
-    return turn % 4 in (0, 3)
+    Inductor's graph (blocks plain, plan, plan, plain, repeated)."""
+    return (turn // TURN_BLOCK_CALLS) % 4 in (0, 3)
+
+
+def measured_in_turn(turn: int) -> bool:
+    """Whether call ``first_plain_call() + turn`` of the turns is measured:
+    not among the first ``SETTLING_CALLS`` of its block."""
+    return 0 <= turn < turn_calls() and turn % TURN_BLOCK_CALLS >= SETTLING_CALLS
 
 
 def plain_measured_calls() -> list[int]:
-    """The calls plain Inductor's graph runs measured on (31, 34, 35, 38, 39, 42)."""
-    return [first_plain_call() + t for t in range(2 * MEASURED_IN_TURNS) if runs_plain_in_turn(t)]
+    """The calls plain Inductor's graph runs measured on (13, 14, 25, 26, 29, 30, 41, 42)."""
+    return [first_plain_call() + t for t in range(turn_calls()) if runs_plain_in_turn(t) and measured_in_turn(t)]
+
+
+def plan_measured_calls() -> list[int]:
+    """The plan's calls measured in the turns (17, 18, 21, 22, 33, 34, 37, 38)."""
+    return [
+        first_plain_call() + t for t in range(turn_calls()) if not runs_plain_in_turn(t) and measured_in_turn(t)
+    ]
+
+
+def _call_ranges(calls: Sequence[int]) -> str:
+    """Calls as ranges: "11-14, 23-30, 39-42"."""
+    runs: list[list[int]] = []
+    for call in calls:
+        if runs and call == runs[-1][-1] + 1:
+            runs[-1].append(call)
+        else:
+            runs.append([call])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def plain_calls() -> list[int]:
+    """Every call of the turns that runs plain Inductor's graph (11-14, 23-30, 39-42)."""
+    return [first_plain_call() + t for t in range(turn_calls()) if runs_plain_in_turn(t)]
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
@@ -355,8 +407,8 @@ class CompiledGraph:
     def _runs_plain(self) -> bool:
         """Whether this call runs plain Inductor's graph: the call that
         compiled it, and, while its plan is not checked yet, its turns
-        (``plain_measured_calls()``: 31, 34, 35, 38, 39, 42), where the
-        device has room for the step without offload's peak."""
+        (``plain_calls()``: 11-14, 23-30, 39-42), where the device has room
+        for the step without offload's peak."""
         if self.plain is None or self.plan_index is None:
             return False
         plan = self.backend.plans[self.plan_index]
@@ -367,12 +419,12 @@ class CompiledGraph:
                 log.info(
                     "offload_pass: %s: calls %d and %s of each plan run plain Inductor's graph (mode='auto' "
                     "measures the plan's step against it, on the calls between; the gradients are the same)",
-                    self.graph_id, PLAIN_COMPILE_CALL, ", ".join(map(str, plain_measured_calls())),
+                    self.graph_id, PLAIN_COMPILE_CALL, _call_ranges(plain_calls()),
                 )
             return self._plain_warm
         turn = self.calls - first_plain_call()
         if (
-            not self._plain_warm or not 0 <= turn < 2 * MEASURED_IN_TURNS or not runs_plain_in_turn(turn)
+            not self._plain_warm or not 0 <= turn < turn_calls() or not runs_plain_in_turn(turn)
             or plan.measured is not None or plan.prediction is None
         ):
             return False
@@ -404,16 +456,14 @@ class CompiledGraph:
     def _start_measurement(self, plain: bool = False) -> bool:
         """``plain``: this call runs plain Inductor's graph (the warm-up
         call is not measured). The plan's calls are measured from
-        ``FIRST_MEASURED_CALL`` on, or from the call after
-        ``first_plain_call()`` where plain Inductor's take turns with them."""
-        if plain:
-            first = first_plain_call()
-        elif self._plain_warm and not self.plain_not_measured:
-            first = first_plain_call() + 1
+        ``FIRST_MEASURED_CALL`` on, or, where plain Inductor's take turns
+        with them, each graph's calls the turns measure (``measured_in_turn``)."""
+        if self._plain_warm and not self.plain_not_measured:
+            due = measured_in_turn(self.calls - first_plain_call())
         else:
-            first = FIRST_MEASURED_CALL
+            due = not plain and self.calls >= FIRST_MEASURED_CALL
         if (
-            self.replan is None or self.measurement is not None or self.calls < first
+            self.replan is None or self.measurement is not None or not due
             or self.plan_index is None or self.backend.plans[self.plan_index].measured is not None
             or self.backend.plans[self.plan_index].prediction is None
         ):
@@ -427,7 +477,7 @@ class CompiledGraph:
     def _measured(self, args: tuple) -> None:
         """A measured call's backward has run: keep it; once the plan's
         calls are all measured (``MEASURED_CALLS``; in turns with plain
-        Inductor's, ``MEASURED_IN_TURNS`` of each), check the prediction
+        Inductor's, ``measured_in_turns()`` of each), check the prediction
         against the median (and the plan's step against plain Inductor's
         median, where its calls were measured). The events are read only
         then (reading waits for the device: a call right after the wait
@@ -439,9 +489,9 @@ class CompiledGraph:
         else:
             self.measured_calls.append(measurement)  # type: ignore[arg-type]
         in_turns = self._plain_warm and not self.plain_not_measured
-        if len(self.measured_calls) < (MEASURED_IN_TURNS if in_turns else MEASURED_CALLS):
+        if len(self.measured_calls) < (measured_in_turns() if in_turns else MEASURED_CALLS):
             return
-        if in_turns and len(self.plain_calls) < MEASURED_IN_TURNS:
+        if in_turns and len(self.plain_calls) < measured_in_turns():
             return
         results = [m.result() for m in self.measured_calls]
         plain, ratios = None, ()

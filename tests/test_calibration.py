@@ -287,7 +287,7 @@ def test_the_plans_slowdown_is_the_median_of_adjacent_pairs():
     assert medians.plain_work_ms == pytest.approx(31.02)
     assert paired.describe().endswith(
         "plain Inductor's graph measured on call 42 (the median of calls 31, 34, 35, 38, 39, 42): forward and "
-        "backward 31.02 ms, this plan's 32.22 (+1.1%, the median of 6 pairs of adjacent calls: -0.8%, +0.4%, "
+        "backward 31.02 ms, this plan's 32.22 (+1.1%, the median of 6 pairs of calls: -0.8%, +0.4%, "
         "+0.3%, +4.7%, +7.7%, +1.7%)"
     )
     # A call the host held up (546 ms among 31-33 ms) moves one pair, not the median.
@@ -672,8 +672,10 @@ class _Measured:
 
 
 @pytest.fixture(autouse=True)
-def measured_from_call_six(monkeypatch):
+def measured_from_call_sixteen(monkeypatch):
     monkeypatch.setattr(compiled_graph, "FIRST_MEASURED_CALL", FIRST_MEASURED)
+    monkeypatch.setattr(compiled_graph, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
+    monkeypatch.setattr(compiled_graph, "SETTLING_CALLS", SETTLING_CALLS)
 
 
 # Plain Inductor's compile as the backend makes it (mode="auto"'s reference).
@@ -714,25 +716,39 @@ def _decoder():
 
 INPUTS = (torch.randn(8, 128, 32),)
 
-# The calls measured here (12, 13, 14), and the call at which their plan is
-# checked and, where off, planned again (15): the step counts below follow
+# The calls measured here (16, 17, 18), and the call at which their plan is
+# checked and, where off, planned again (19): the step counts below follow
 # from them. The default waits for the device's clock to settle (call 40 on,
 # compiled_graph.FIRST_MEASURED_CALL); what these tests check does not
 # depend on which call comes first, and 40 would make each of them run
-# three times as many steps. 12: mode="auto"'s turns start after the call
-# that compiles plain Inductor's graph (below).
-FIRST_MEASURED = 12
+# twice as many steps. 16: mode="auto"'s turns start after the call that
+# compiles plain Inductor's graph (below).
+FIRST_MEASURED = 16
 MEASURED = tuple(range(FIRST_MEASURED, FIRST_MEASURED + compiled_graph.MEASURED_CALLS))
 CHECKED = MEASURED[-1] + 1
-# mode="auto" measures plain Inductor's graph and the plan in turns (plain,
-# plan, plan, plain, repeated) over the calls up to the plan's last
-# measured one otherwise: plain Inductor's 3, 6, 7, 10, 11, 14, the plan's
-# 4, 5, 8, 9, 12, 13; checked at the same call.
-_TURNS = range(MEASURED[-1] + 1 - 2 * compiled_graph.MEASURED_IN_TURNS, MEASURED[-1] + 1)
-PLAIN_MEASURED = tuple(c for i, c in enumerate(_TURNS) if compiled_graph.runs_plain_in_turn(i))
-MEASURED_BESIDE_PLAIN = tuple(c for i, c in enumerate(_TURNS) if not compiled_graph.runs_plain_in_turn(i))
-assert PLAIN_MEASURED == (3, 6, 7, 10, 11, 14) and MEASURED_BESIDE_PLAIN == (4, 5, 8, 9, 12, 13)
-assert _TURNS[0] > compiled_graph.PLAIN_COMPILE_CALL
+# mode="auto" runs plain Inductor's graph and the plan in blocks, in turns
+# (plain, plan, plan, plain, repeated), over the calls up to the plan's last
+# measured one otherwise, and measures the last calls of each block; here
+# blocks of two calls, the second measured (the default, four and the last
+# two, makes each test run twice the steps; its calls:
+# test_auto_measures_each_graph_in_blocks_of_its_own). Plain Inductor's
+# graph runs 3, 4, 9-12, 17, 18, measured 4, 10, 12, 18; the plan's 6, 8,
+# 14, 16 are measured; checked at the same call.
+TURN_BLOCK_CALLS, SETTLING_CALLS = 2, 1
+_DEFAULT_TURNS = {
+    name: getattr(compiled_graph, name) for name in ("FIRST_MEASURED_CALL", "TURN_BLOCK_CALLS", "SETTLING_CALLS")
+}
+with pytest.MonkeyPatch.context() as _patch:
+    _patch.setattr(compiled_graph, "FIRST_MEASURED_CALL", FIRST_MEASURED)
+    _patch.setattr(compiled_graph, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
+    _patch.setattr(compiled_graph, "SETTLING_CALLS", SETTLING_CALLS)
+    PLAIN_MEASURED = tuple(compiled_graph.plain_measured_calls())
+    MEASURED_BESIDE_PLAIN = tuple(compiled_graph.plan_measured_calls())
+    PLAIN_RUNS = tuple(compiled_graph.plain_calls())
+    FIRST_TURN = compiled_graph.first_plain_call()
+assert PLAIN_MEASURED == (4, 10, 12, 18) and MEASURED_BESIDE_PLAIN == (6, 8, 14, 16)
+assert PLAIN_RUNS == (3, 4, 9, 10, 11, 12, 17, 18)
+assert FIRST_TURN > compiled_graph.PLAIN_COMPILE_CALL
 
 
 def _median_of(calls):
@@ -740,6 +756,35 @@ def _median_of(calls):
     every call: the median is the middle one (of an even number, the
     first of the middle two)."""
     return f"call {calls[(len(calls) - 1) // 2]} (the median of calls {', '.join(map(str, calls))})"
+
+
+def test_auto_measures_each_graph_in_blocks_of_its_own(monkeypatch):
+    # The default turns (the fixture above shortens them): blocks of four
+    # calls, plain Inductor's first, then two of the plan's, two of plain
+    # Inductor's, ..., the last two of each block measured: a call right
+    # after the other graph's ran at the clock that one left (an H200:
+    # plain Inductor 30.4-31.3 ms a call after a plan's, 31.5-31.9 alone).
+    for name, value in _DEFAULT_TURNS.items():
+        monkeypatch.setattr(compiled_graph, name, value)
+    assert compiled_graph.first_plain_call() == 11
+    assert compiled_graph.plain_calls() == [*range(11, 15), *range(23, 31), *range(39, 43)]
+    plain, plan = compiled_graph.plain_measured_calls(), compiled_graph.plan_measured_calls()
+    assert plain == [13, 14, 25, 26, 29, 30, 41, 42] and plan == [17, 18, 21, 22, 33, 34, 37, 38]
+    assert len(plain) == len(plan) == compiled_graph.measured_in_turns()
+    # The turns end where the plan's calls are measured otherwise (40-42).
+    assert compiled_graph.plain_calls()[-1] == compiled_graph.FIRST_MEASURED_CALL + compiled_graph.MEASURED_CALLS - 1
+    # Neither graph favoured by a clock drifting steadily: the same mean
+    # call; the k-th measured of each in adjacent blocks (a pair), plain
+    # Inductor's block first in half the pairs.
+    assert statistics.mean(plain) == statistics.mean(plan)
+    block = [(c - 11) // 4 for c in plain], [(c - 11) // 4 for c in plan]
+    assert all(abs(a - b) == 1 for a, b in zip(*block))
+    assert sum(a < b for a, b in zip(*block)) == len(plain) // 2
+    # Measured: the calls after the first two of their block, none outside the turns.
+    turns = range(compiled_graph.turn_calls())
+    assert [t for t in turns if compiled_graph.measured_in_turn(t)] == [c - 11 for c in sorted(plain + plan)]
+    assert not compiled_graph.measured_in_turn(-1) and not compiled_graph.measured_in_turn(32)
+    assert compiled_graph._call_ranges(compiled_graph.plain_calls()) == "11-14, 23-30, 39-42"
 
 
 def _nothing_marked(model):
@@ -797,9 +842,9 @@ def _auto_backend(device_measured, figures):
 
 def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured, caplog):
     backend = _auto_backend(device_measured, _copy_bound_device)
-    # Calls 4, 5, 8, 9, 12, 13 measured (plain Inductor's 3, 6, 7, 10, 11,
-    # 14), call 15 planned again, the new graph's calls measured alike,
-    # step 29 checks it: this device stalls 3x the
+    # Calls 6, 8, 14, 16 measured (plain Inductor's 4, 10, 12, 18), call
+    # 19 planned again, the new graph's calls measured alike, step 37
+    # checks it: this device stalls 3x the
     # forward whatever the copies, over max_overhead (30 %), but no
     # bandwidth explains that (the fit stops at 1/8 of the profile's, where
     # the first re-plan was calibrated already): not planned again for it,
@@ -962,13 +1007,14 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     check = backend.plans[0].measured
     assert check.within() and check.peak_error == pytest.approx(0.02, abs=1e-3)
     assert check.describe() in str(backend.plans[0])
-    # Each measured call is handed the one before it, where that one was
-    # measured (the time outside the graph runs from its backward's end):
-    # plain Inductor's calls 3, 6, 7, 10, 11, 14 (mode="auto") and the
-    # plan's 4, 5, 8, 9, 12, 13 take turns, each chained to the call before.
-    assert device_measured.plain_calls == list(PLAIN_MEASURED) == [3, 6, 7, 10, 11, 14]
+    # Each measured call is handed the last measured call before it (the
+    # time outside the graph runs from its backward's end where that was the
+    # call right before it, runtime/measure.py): plain Inductor's calls 4,
+    # 10, 12, 18 (mode="auto") and the plan's 6, 8, 14, 16, the second of
+    # each block, nothing else measured.
+    assert device_measured.plain_calls == list(PLAIN_MEASURED) == [4, 10, 12, 18]
     assert check.measured.of_calls == MEASURED_BESIDE_PLAIN and check.plain.of_calls == PLAIN_MEASURED
-    assert device_measured.previous_calls == [None, *range(3, 14)]
+    assert device_measured.previous_calls == [None, 4, 6, 8, 10, 12, 14, 16]
 
 
 def test_the_step_as_run_adds_the_time_measured_outside_the_graph():
@@ -1104,10 +1150,11 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
     first, second = backend.plans
     plain_measured = PLAIN_MEASURED
-    # Each plan's calls 3, 6, 7, 10, 11, 14 ran plain Inductor's graph,
-    # measured, in turns with the plan's; call 2 warmed it up, once.
+    # Each plan's calls 3, 4, 9-12, 17, 18 ran plain Inductor's graph, in
+    # turns with the plan's, measured on 4, 10, 12, 18; call 2 warmed it
+    # up, once.
     assert device_measured.plain_calls == list(plain_measured) * 2
-    assert len(ran) == 1 + 2 * len(plain_measured)
+    assert len(ran) == 1 + 2 * len(PLAIN_RUNS)
     check = first.measured
     assert check.plain is not None and check.plain.of_calls == plain_measured
     assert check.measured.of_calls == MEASURED_BESIDE_PLAIN
@@ -1250,8 +1297,8 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
     fell_back = 2 * CHECKED - 2  # the index of the second plan's call CHECKED, the first to run plain Inductor's
     assert graphs[fell_back - 1] == [(1, 1)] and graphs[fell_back:] == [[(2, 1)]] * (steps - fell_back)
     assert offloads[fell_back:] == [0] * (steps - fell_back)
-    # Plain Inductor's graph: call 2 and 3 measured calls of each plan, then every step after the fall-back.
-    assert len(ran) == 1 + 2 * len(PLAIN_MEASURED) + (steps - fell_back)
+    # Plain Inductor's graph: call 2 and its turns beside each plan, then every step after the fall-back.
+    assert len(ran) == 1 + 2 * len(PLAIN_RUNS) + (steps - fell_back)
     _assert_plain_inductors(grads, steps=1)
 
 
@@ -1354,8 +1401,8 @@ def test_calls_twelve_to_fourteen_are_measured_on_the_device():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_auto_runs_plain_inductor_measured_on_the_device():
     """mode="auto": plain Inductor's compile of the graph runs on calls 2
-    (warm-up) and 3, 6, 7, 10, 11, 14 (measured, in turns with the plan's
-    4, 5, 8, 9, 12, 13); every
+    (warm-up) and 3, 4, 9-12, 17, 18 (in turns with the plan's, measured
+    on 4, 10, 12, 18 against the plan's 6, 8, 14, 16); every
     step's gradients are plain Inductor's: bit for bit under a plan without
     copies; under a plan with copies no further from the exact (fp64)
     gradients than plain Inductor's own rounding. A reload can change which
@@ -1387,12 +1434,12 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     plain = check.plain
     assert plain.of_calls == PLAIN_MEASURED and check.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert plain.forward_wait_ms == plain.backward_wait_ms == 0.0 and plain.work_ms > 0
-    # The median over the pairs of adjacent calls (31/32, 34/33, ...), each call's work in call order.
+    # The median over the pairs of calls (plain Inductor's k-th measured against the plan's), in call order.
     pairs = [a / b for a, b in zip(check.measured.of_work_ms, plain.of_work_ms)]
     assert check.pair_ratios == pytest.approx(pairs) and len(pairs) == len(PLAIN_MEASURED)
     assert check.measured_overhead == pytest.approx(statistics.median(pairs) - 1)
     assert plain.call in PLAIN_MEASURED
-    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 3, 6, 7, 10, 11, 14)" in str(first)
+    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 4, 10, 12, 18)" in str(first)
     want, exact, _ = run("inductor")
     # Plain Inductor's own distance from the exact gradients, per parameter
     # (every step computes the same gradients: nothing updates the weights).

@@ -192,15 +192,16 @@ class PredictionCheck:
     # mode="auto": plain Inductor's compile of the same graph, measured on
     # calls taking turns with the plan's (``compiled_graph.py``); None: not measured.
     plain: Optional[MeasuredCall] = None
-    # ... and each pair of adjacent calls' work, the plan's over plain
-    # Inductor's (``pair_ratios``); empty: not paired.
+    # ... and each pair of calls' work (the k-th measured of each graph, in
+    # adjacent blocks), the plan's over plain Inductor's (``pair_ratios``);
+    # empty: not paired.
     pair_ratios: tuple[float, ...] = ()
 
     @property
     def measured_overhead(self) -> Optional[float]:
         """The plan's slowdown over plain Inductor's graph, both measured
         (their forward and backward; 0.02 = 2 %): the median over the pairs
-        of adjacent calls (``pair_ratios``), else the median calls' ratio;
+        of calls (``pair_ratios``), else the median calls' ratio;
         None without ``plain``."""
         if self.plain is None or self.plain.work_ms <= 0:
             return None
@@ -285,7 +286,7 @@ class PredictionCheck:
             f"; outside the graph {m.outside_ms:.2f} ms between steps (measured), so the step as the loop ran it "
             f"{as_run:.2f} ms predicted"
         )
-        pairs = "" if not self.pair_ratios else f", the median of {len(self.pair_ratios)} pairs of adjacent calls: " + (
+        pairs = "" if not self.pair_ratios else f", the median of {len(self.pair_ratios)} pairs of calls: " + (
             ", ".join(f"{r - 1:+.1%}" for r in self.pair_ratios)
         )
         plain = "" if self.plain is None else (
@@ -306,12 +307,13 @@ def check_prediction(prediction: StepPrediction, measured: MeasuredCall) -> Pred
 
 
 def pair_ratios(plan: Sequence[MeasuredCall], plain: Sequence[MeasuredCall]) -> tuple[float, ...]:
-    """The plan's calls against plain Inductor's, taken in turns (plain,
-    plan, plan, plain, ...: the k-th of each ran next to each other): each
-    pair's forward and backward, the plan's over plain's. Their median is
-    the plan's slowdown measured (``PredictionCheck.measured_overhead``):
-    a pair runs on one clock, where calls of one graph a few calls apart
-    did not. Two compiles of plain Inductor measured in turns on the H200
+    """The plan's calls against plain Inductor's, taken in turns by blocks
+    (plain, plan, plan, plain, ...: the k-th measured of each ran in
+    adjacent blocks, ``compiled_graph.runs_plain_in_turn``): each pair's
+    forward and backward, the plan's over plain's. Their median is the
+    plan's slowdown measured (``PredictionCheck.measured_overhead``): a
+    pair runs a few calls apart, where calls of one graph further apart
+    ran on another clock. Two compiles of plain Inductor measured in turns on the H200
     (eighteenth session) took 30.3-35.3 ms a call over twelve calls, the
     early calls slowest; the medians of each graph's six read them
     -0.4, +0.1 and +3.9 % apart, the median pair -1.1, +0.2 and +1.1 %
