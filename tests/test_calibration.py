@@ -1341,9 +1341,9 @@ OUTSIDE_S = 0.005
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_calls_twelve_to_fourteen_are_measured_on_the_device():
+def test_the_measured_calls_are_measured_on_the_device():
     """The real measurement (runtime/measure.py): the peak is the highest
-    torch.cuda reports over steps 6-8, the times are the median of those
+    torch.cuda reports over the measured steps (16-18), the times are the median of those
     steps', and a re-plan, where there is one, keeps the gradients plain
     Inductor's."""
     def run(backend, steps=2 * CHECKED):
