@@ -279,6 +279,21 @@ def _allows_alike(plan: Any, calibration: Calibration) -> bool:
     return abs(allowed - (plan.overhead_allowed or plan.max_overhead)) <= 1e-3
 
 
+def _peak(plan: Any) -> Optional[int]:
+    """A plan's peak: measured where it was, else predicted."""
+    if plan.measured is not None and plan.measured.measured.peak is not None:
+        return plan.measured.measured.peak
+    return None if plan.prediction is None else plan.prediction.peak
+
+
+def _frees_more(again: Any, plan: Any) -> bool:
+    """Whether the plan ``again`` (planned again under a calibration whose
+    peak offset ``plan``'s measured peak set) predicts a lower peak than
+    ``plan`` had (``_peak``)."""
+    before = _peak(plan)
+    return again.prediction is not None and before is not None and again.prediction.peak < before
+
+
 def _under(marks: Sequence[Mark]) -> str:
     return f"inside {marks[-1].source}" if marks else "outside any mark"
 
@@ -514,8 +529,12 @@ class CompiledGraph:
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
+        unspent = None if plan.overhead_allowed is None or plan.predicted_overhead is None else (
+            plan.overhead_allowed - plan.predicted_overhead
+        )
         reason = replan_reason(
-            check, plan.budget, self.replanned, plan.candidates, plan.max_overhead, plan.baseline
+            check, plan.budget, self.replanned, plan.candidates, plan.max_overhead, plan.baseline, len(plan.groups),
+            unspent,
         )
         if reason is None or replan.compile is None or replan.simulate is None:
             if reason is not None:
@@ -562,9 +581,21 @@ class CompiledGraph:
                 plan.graph_id, type(error).__name__, error, "" if fell_back else "; it keeps its plan",
             )
             return
-        self.backend.plans[plan_index].replan_reason = reason
+        again = self.backend.plans[plan_index]
+        again.replan_reason = reason
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
             _carry(replan.key, calibration)
+        if reason == ReplanReason.ROOM and not _frees_more(again, plan):
+            # Spending the room is worth a plan only for a lower peak: the
+            # plan measured within runs on (never planned again).
+            again.fallback = (
+                f"planned again for the room under max_overhead, but predicts no lower peak than {plan.graph_id} "
+                f"({format_bytes(again.prediction.peak)} against {format_bytes(_peak(plan) or 0)}): "
+                f"runs {plan.graph_id}'s plan instead"
+            )
+            log.info("offload_pass: %s %s", again.graph_id, again.fallback)
+            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            return
         log.info(
             "offload_pass: %s planned again as graph %d (%s): %s",
             plan.graph_id, plan_index, reason, calibration.describe(),

@@ -97,3 +97,4 @@ class ReplanReason(Word):
     PREDICTION = "prediction"  # the predicted step or peak off by more than REPLAN_TOLERANCE, or the stalls by STALL_TOLERANCE (first re-plan only)
     BUDGET = "budget"  # mode="budget": the measured peak over the budget the plan predicted it within
     OVERHEAD = "overhead"  # mode="auto": the measured step is over max_overhead (+ STALL_TOLERANCE)
+    ROOM = "room"  # mode="auto": measured under max_overhead by more than ROOM_MARGIN, with copies left to choose

@@ -252,6 +252,11 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
             "where that was not measured, its stalls on copies and its forward past the device's speed by more "
             f"than {STALL_TOLERANCE:.0%} of the step)"
         )
+    if reason == ReplanReason.ROOM:
+        return (
+            " (the measured step was under max_overhead against plain Inductor's graph measured beside it by "
+            "more than the room margin, with copies left to choose: it spends the rest)"
+        )
     return ""
 
 AUTO_CANDIDATE = "candidate of mode=auto (nothing marked)"
