@@ -77,8 +77,8 @@ STALL_TOLERANCE = 0.01
 OVERHEAD_NOISE = 0.01
 # mode="auto": a plan measured under max_overhead by more than this (the
 # larger of twice OVERHEAD_NOISE and a quarter of max_overhead) against
-# plain Inductor's graph, with copies it did not choose, is planned once
-# more to spend the rest (``replan_reason``, ``ReplanReason.ROOM``). A plan
+# plain Inductor's graph, where its limit bound its selection and it left
+# copies unchosen, is planned once more to spend the rest (``replan_reason``, ``ReplanReason.ROOM``). A plan
 # carries its first prediction's error into what it spends: the decoder at
 # max_overhead 10 % on the H200 (twentieth session) chose 6 copies
 # predicted +9.7 % that measured +5.4 and +7.0 %, where the hand-marked 7
@@ -92,6 +92,8 @@ def room_margin(max_overhead: float) -> float:
     again to spend the rest (``ROOM_MARGIN``)."""
     noise, share = ROOM_MARGIN
     return max(noise, share * max_overhead)
+
+
 # How much slower (against the simulator's times) the forward may run than
 # the backward and still be the device's own speed: the decoder's plans
 # measured their forward x0.97-x1.03 of their backward (H200, fifteenth
@@ -451,8 +453,9 @@ def replan_reason(
     plain Inductor's measured step, as an overhead re-plan does. Not after
     an overhead re-plan (that one spent it already), and only as the first
     or the second re-plan: a graph is planned at most twice more. A room
-    re-plan measured over max_overhead + ``OVERHEAD_NOISE`` falls back to
-    the plan before it (``choose_fallback``)."""
+    re-plan measured over max_overhead is planned again for the overhead
+    where a re-plan is left; the last plan over max_overhead +
+    ``OVERHEAD_NOISE`` falls back (``choose_fallback``)."""
     if nothing_to_decide(candidates, budget):
         return None
     if not done and not check.within():
