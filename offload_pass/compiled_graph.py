@@ -280,9 +280,9 @@ def _allows_alike(plan: Any, calibration: Calibration) -> bool:
 
 
 def _peak(plan: Any) -> Optional[int]:
-    """A plan's peak: measured where it was, else predicted."""
-    if plan.measured is not None and plan.measured.measured.peak is not None:
-        return plan.measured.measured.peak
+    """A plan's peak: measured where it was (``PredictionCheck.peak``), else predicted."""
+    if plan.measured is not None:
+        return plan.measured.peak
     return None if plan.prediction is None else plan.prediction.peak
 
 

@@ -229,6 +229,11 @@ class PredictionCheck:
         return self.measured.work_ms / self.plain.work_ms - 1
 
     @property
+    def peak(self) -> int:
+        """The plan's peak: measured where it was, else predicted."""
+        return self.measured.peak if self.measured.peak is not None else self.predicted.peak
+
+    @property
     def plain_work_ms(self) -> Optional[float]:
         """Plain Inductor's forward and backward as this check measured the
         plan against it: the plan's median over ``measured_overhead`` (the
@@ -522,9 +527,7 @@ def choose_fallback(
     ]
     if within:
         def most_freed_then_fastest(item: tuple[int, PredictionCheck]) -> tuple[float, float]:
-            c = item[1]
-            peak = c.measured.peak if c.measured.peak is not None else c.predicted.peak
-            return (float(peak), c.measured_overhead)  # type: ignore[return-value]
+            return (float(item[1].peak), item[1].measured_overhead)  # type: ignore[return-value]
 
         index, best = min(within, key=most_freed_then_fastest)
         return Fallback(index, f"{over}: runs {plans[index][0]}'s plan instead, measured {best.measured_overhead:+.1%}")
