@@ -524,6 +524,15 @@ def interleave(kept: list[tuple[dict, Callable, Callable]], rounds: int, steps: 
         for i, (_, timed_step, unsynced_steps) in enumerate(kept):
             timed[i] += [timed_step() for _ in range(steps)]
             unsynced[i].append(unsynced_steps())
+    _summarise_rounds(kept, timed, unsynced)
+
+
+def _summarise_rounds(
+    kept: list[tuple[dict, Callable, Callable]],
+    timed: list[list[tuple[float, float, float, float]]],
+    unsynced: list[list[float]],
+) -> None:
+    """Each kept variant's headline figures from its rounds (``interleave``)."""
     for (result, _, _), runs, means in zip(kept, timed, unsynced):
         for key in ("step_ms", "forward_ms", "backward_ms", "host_forward_ms", "iteration_ms", "unsynced_step_ms"):
             result[f"{key}_alone"] = result[key]
@@ -535,6 +544,85 @@ def interleave(kept: list[tuple[dict, Callable, Callable]], rounds: int, steps: 
         result["unsynced_step_ms"] = statistics.median(means)
         result["unsynced_rounds_ms"] = means
         result["interleaved_steps"] = len(runs)
+
+
+def paired_schedule(variants: int, rounds: int) -> list[int]:
+    """The blocks ``--paired`` times, as indices into the variants: the
+    reference (0) before and after every block of another variant
+    (0, 1, 0, 2, ..., 0, k-1, 0, ...), ``rounds`` times over the others,
+    every other round in reverse order (each variant follows and precedes
+    a different neighbour's reference block from round to round)."""
+    if variants < 2 or rounds < 1:
+        raise ValueError(
+            f"--paired needs a reference, another variant and a round: got {variants} variants, {rounds} rounds"
+        )
+    order: list[int] = []
+    for r in range(rounds):
+        others = list(range(1, variants))
+        order += others if r % 2 == 0 else others[::-1]
+    schedule = [0]
+    for v in order:
+        schedule += [v, 0]
+    return schedule
+
+
+def paired_ratios(blocks: list[tuple[int, float]]) -> dict[int, list[float]]:
+    """Per variant (other than the reference, 0), each of its blocks' time
+    over the mean of the reference blocks right before and after it:
+    ``blocks`` is (variant, time) in the order they ran (``paired_schedule``)."""
+    ratios: dict[int, list[float]] = {}
+    for j, (variant, value) in enumerate(blocks):
+        if variant == 0:
+            continue
+        if j == 0 or j == len(blocks) - 1 or blocks[j - 1][0] != 0 or blocks[j + 1][0] != 0:
+            raise ValueError(f"block {j} (variant {variant}) is not between two reference blocks")
+        ratios.setdefault(variant, []).append(value / ((blocks[j - 1][1] + blocks[j + 1][1]) / 2))
+    return ratios
+
+
+def interleave_paired(kept: list[tuple[dict, Callable, Callable]], rounds: int, steps: int, settle: int) -> None:
+    """``interleave``, with the first kept variant (plain Inductor) timed
+    before and after every block of another (``paired_schedule``), each
+    block ``settle`` synchronized steps untimed, then ``steps``
+    synchronized and ``steps`` back to back. A variant's
+    ``paired_slowdown`` (``paired_unsynced_slowdown``) is the median over
+    its blocks of its median synchronized step (back-to-back mean) over the
+    mean of the two reference blocks around it (``paired_ratios``). Why:
+    a block's first steps run at the clock the block before left (on an
+    H200, plain Inductor's synchronized steps right after a copy-bound
+    plan's read 2 % fast, the hand set after the 30 % plan 3 % fast against
+    the one after it: twentieth session, calls B, D, E), so a round-robin
+    slowdown carries its neighbour's load; and two compiles of plain
+    Inductor read 1.6-2.6 % apart in one process. A second plain Inductor
+    row among the variants is the control: its paired slowdown is the
+    method's noise. The reference's result keeps every block's step times
+    (``paired_blocks``) to show how fast a block settles."""
+    schedule = paired_schedule(len(kept), rounds)
+    timed: list[list[tuple[float, float, float, float]]] = [[] for _ in kept]
+    unsynced: list[list[float]] = [[] for _ in kept]
+    sync_blocks: list[tuple[int, float]] = []
+    unsync_blocks: list[tuple[int, float]] = []
+    trace = []
+    for v in schedule:
+        _, timed_step, unsynced_steps = kept[v]
+        settling = [timed_step()[0] for _ in range(settle)]
+        runs = [timed_step() for _ in range(steps)]
+        mean = unsynced_steps()
+        timed[v] += runs
+        unsynced[v].append(mean)
+        sync_blocks.append((v, statistics.median(t for t, _, _, _ in runs)))
+        unsync_blocks.append((v, mean))
+        trace.append({"variant": v, "settle_ms": settling, "sync_ms": [t for t, _, _, _ in runs], "unsynced_ms": mean})
+    _summarise_rounds(kept, timed, unsynced)
+    sync_ratios, unsync_ratios = paired_ratios(sync_blocks), paired_ratios(unsync_blocks)
+    for v, (result, _, _) in enumerate(kept):
+        if v == 0:
+            result["paired_blocks"] = trace
+            continue
+        result["paired_rounds"] = sync_ratios[v]
+        result["paired_unsynced_rounds"] = unsync_ratios[v]
+        result["paired_slowdown"] = statistics.median(sync_ratios[v])
+        result["paired_unsynced_slowdown"] = statistics.median(unsync_ratios[v])
 
 
 def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
@@ -635,8 +723,26 @@ def main() -> None:
         "--steps synchronized steps each (the headline step times then come from these rounds; the device's "
         "drift over the run falls on every variant alike). Keeps every variant's model alive.",
     )
+    p.add_argument(
+        "--paired", action="store_true",
+        help="with --interleave: time the first variant (plain Inductor) before and after every block of "
+        "another, and report each variant's slowdown against the two reference blocks around it "
+        "(paired_slowdown, paired_unsynced_slowdown; medians over its blocks). A second inductor row "
+        "among the variants is the control: its paired slowdown is the method's noise.",
+    )
+    p.add_argument(
+        "--settle", type=int, default=10,
+        help="with --paired: synchronized steps each block runs untimed first (its first steps run at the "
+        "clock the block before left)",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    variants = args.variants.split(",")
+    if args.paired and (not args.interleave or variants[0] != "inductor" or len(variants) < 2):
+        p.error(
+            "--paired times every variant against the first, which must be inductor, and needs --interleave "
+            f"ROUNDS and another variant: got --interleave {args.interleave}, variants {variants}"
+        )
     # PyTorch's pass is driven by joint_custom_pre_pass, which the compile
     # caches do not key on: no variant may be served another's graph. The
     # kernels are cached (a hit is the binary a build would give), in a
@@ -658,7 +764,7 @@ def main() -> None:
         # Every variant's graphs stay compiled side by side (no reset between them).
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
         torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 512)
-    for variant in args.variants.split(","):
+    for variant in variants:
         began = time.perf_counter()
         results.append(run_variant(variant, args, x, kept))
         r = results[-1]
@@ -674,8 +780,16 @@ def main() -> None:
                 json.dump({"args": vars(args), "bandwidth_gbps": bandwidth, "results": results}, f, indent=2)
     if kept:
         began = time.perf_counter()
-        interleave(kept, args.interleave, args.steps)
-        print(f"[{time.perf_counter() - began:.0f} s] interleaved: {args.interleave} rounds", file=sys.stderr, flush=True)
+        if args.paired:
+            interleave_paired(kept, args.interleave, args.steps, args.settle)
+        else:
+            interleave(kept, args.interleave, args.steps)
+        print(
+            f"[{time.perf_counter() - began:.0f} s] interleaved{' paired' if args.paired else ''}: "
+            f"{args.interleave} rounds",
+            file=sys.stderr,
+            flush=True,
+        )
     derive(results, bandwidth)
     report = {
         "device": torch.cuda.get_device_name(),
@@ -700,6 +814,8 @@ def main() -> None:
         "variant", "step_ms", "forward_ms", "host_forward_ms", "peak_mib", "boundary_mib", "offloaded_mib",
         "peak_reduction_mib", "R", "R_boundary", "slowdown", "unsynced_slowdown", "floor_ms", "vs_floor", "floor2_ms", "vs_floor2", "unsynced_vs_floor2",
     ]
+    if any(r.get("paired_slowdown") for r in results):
+        cols += ["paired_slowdown", "paired_unsynced_slowdown"]
     if any(r.get("predicted_step_ms") for r in results):
         cols += ["freed_vs_window", "predicted_slowdown", "predicted_step_error", "predicted_peak_error"]
     if any(r.get("predicted_step_as_run_ms") for r in results):

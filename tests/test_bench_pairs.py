@@ -1,0 +1,79 @@
+"""The benchmark's paired timing (``bench_offload.py --paired``): which
+blocks run in which order, and that a variant's slowdown against the
+reference blocks around it survives a device whose speed drifts, where the
+round-robin medians do not. Pure Python: fake steps on a fake clock."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from benchmarks.bench_offload import interleave, interleave_paired, paired_ratios, paired_schedule
+
+
+def test_every_other_variant_sits_between_two_reference_blocks_and_rounds_alternate():
+    assert paired_schedule(3, 2) == [0, 1, 0, 2, 0, 2, 0, 1, 0]
+    assert paired_schedule(2, 3) == [0, 1, 0, 1, 0, 1, 0]
+
+
+@pytest.mark.parametrize("variants, rounds", [(1, 3), (3, 0)])
+def test_a_schedule_without_a_pair_is_refused_naming_what_it_got(variants, rounds):
+    with pytest.raises(ValueError, match=f"got {variants} variants, {rounds} rounds"):
+        paired_schedule(variants, rounds)
+
+
+def test_each_block_is_divided_by_the_mean_of_its_neighbours():
+    blocks = [(0, 10.0), (1, 12.0), (0, 14.0), (2, 14.0), (0, 14.0)]
+    assert paired_ratios(blocks) == {1: [1.0], 2: [1.0]}
+
+
+def test_a_block_without_a_reference_on_each_side_is_refused():
+    with pytest.raises(ValueError, match="block 1 .variant 1. is not between two reference blocks"):
+        paired_ratios([(0, 1.0), (1, 1.0), (2, 1.0), (0, 1.0)])
+
+
+class _DriftingDevice:
+    """Steps whose time is the variant's own times a speed that falls
+    linearly with every step the device has run (a clock that drifts)."""
+
+    def __init__(self, own_ms: list[float], drift_per_step: float) -> None:
+        self.own_ms, self.drift, self.steps = own_ms, drift_per_step, 0
+
+    def _step(self, variant: int) -> float:
+        self.steps += 1
+        return self.own_ms[variant] * (1 + self.drift * self.steps)
+
+    def kept(self) -> list[tuple[dict, object, object]]:
+        def timed(v):
+            def step():
+                t = self._step(v)
+                return t, t / 2, 1.0, t + 1.0
+            return step
+
+        def unsynced(v):
+            return lambda: statistics.mean(self._step(v) for _ in range(4))
+
+        fields = ("step_ms", "forward_ms", "backward_ms", "host_forward_ms", "iteration_ms", "unsynced_step_ms")
+        return [({k: 0.0 for k in fields}, timed(v), unsynced(v)) for v in range(len(self.own_ms))]
+
+
+def test_paired_slowdowns_are_the_variants_own_on_a_drifting_device_where_round_robin_is_off():
+    own = [30.0, 30.3, 33.0, 30.0]  # the reference, +1 %, +10 %, and a control (another plain compile)
+    device = _DriftingDevice(own, drift_per_step=1e-3)
+    kept = device.kept()
+    interleave_paired(kept, rounds=3, steps=4, settle=2)
+    for (result, _, _), ms in zip(kept[1:], own[1:]):
+        assert result["paired_slowdown"] == pytest.approx(ms / own[0], rel=1e-3)
+        assert result["paired_unsynced_slowdown"] == pytest.approx(ms / own[0], rel=1e-3)
+        assert len(result["paired_rounds"]) == 3
+    blocks = kept[0][0]["paired_blocks"]
+    assert [b["variant"] for b in blocks] == paired_schedule(4, 3)
+    assert all(len(b["settle_ms"]) == 2 and len(b["sync_ms"]) == 4 for b in blocks)
+
+    # The same device timed round-robin: the control reads several percent off plain Inductor.
+    device = _DriftingDevice(own, drift_per_step=1e-3)
+    kept = device.kept()
+    interleave(kept, rounds=3, steps=4)
+    control = kept[3][0]["step_ms"] / kept[0][0]["step_ms"]
+    assert abs(control - 1) > 0.02
