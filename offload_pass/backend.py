@@ -44,7 +44,9 @@ from offload_pass.registry import REGISTRY
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plain_inductor_plan, plan_saved_tensors
-from offload_pass.planning.calibration import Calibration, PredictionCheck, overhead_allowed
+from offload_pass.planning.calibration import (
+    Calibration, MeasuredSet, PredictionCheck, measured_floor, overhead_allowed,
+)
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, recompute_entries,
@@ -61,7 +63,7 @@ from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.marking.naming import frame_root_name, marked_roots
 from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
-from offload_pass.units import mib
+from offload_pass.units import format_bytes, mib
 from offload_pass.views import retrace_view_vals
 from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors
 from offload_pass.planning.timeline import simulate_step
@@ -94,6 +96,7 @@ class _OffloadPartitioner(CustomPartitionerFn):
         calibration: Optional[Calibration] = None,
         keep_simulator: bool = False,
         prior: Optional[OffloadPlan] = None,
+        floor: Optional[MeasuredSet] = None,
     ) -> None:
         self.backend = backend
         self.digest = digest
@@ -102,11 +105,12 @@ class _OffloadPartitioner(CustomPartitionerFn):
         self.calibration = calibration
         self.keep_simulator = keep_simulator
         self.prior = prior
+        self.floor = floor
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         return self.backend._partition(
             gm, joint_inputs, self.active, self.frame_root, self.calibration, self.keep_simulator, self.prior,
-            **kwargs,
+            self.floor, **kwargs,
         )
 
     def uuid(self) -> object:
@@ -115,7 +119,7 @@ class _OffloadPartitioner(CustomPartitionerFn):
         )
         return (
             get_hash_for_files(_SOURCES), self.backend.config.cache_key(), self.digest, repr(self.calibration),
-            repr(prior),
+            repr(prior), None if self.floor is None else sorted(self.floor.storages),
         )
 
     def __reduce__(self):
@@ -180,7 +184,9 @@ class OffloadBackend:
         # A calibration an earlier compile of this graph fitted: planned under from the first plan on.
         key = graph_key(gm, example_inputs, device, _carry_settings(self.config, patches, device)) if calibrate else ""
         carried = carried_calibration(key) if key else None
-        compiled, plan_index, simulate = compile_graph(gm, example_inputs, carried, keep_simulator=pristine is not None)
+        compiled, plan_index, simulate = compile_graph(
+            gm, example_inputs, carried, keep_simulator=pristine is not None, floor=self._measured_floor(key)
+        )
         if carried is not None and plan_index is not None:
             log.info("offload_pass: graph %d planned under the calibration of an earlier compile, %s",
                      plan_index, carried.describe())
@@ -190,7 +196,8 @@ class OffloadBackend:
             device,
             simulate,
             None if pristine is None else lambda calibration, inputs, prior: compile_graph(
-                graph_copy(pristine), inputs, calibration, keep_simulator=True, prior=prior
+                graph_copy(pristine), inputs, calibration, keep_simulator=True, prior=prior,
+                floor=self._measured_floor(key),
             ),
             why_not,
             key,
@@ -200,6 +207,15 @@ class OffloadBackend:
             ),
         )
         return CompiledGraph(self, compiled, active, plan_index, replan)
+
+    def _measured_floor(self, key: str) -> Optional[MeasuredSet]:
+        """mode="auto": the set of copies of the graph ``key`` measured
+        within max_overhead that freed the most, as its plans ran so far in
+        this process (``calibration.measured_floor``; None: none, or
+        another mode)."""
+        if not key or self.config.mode != Mode.AUTO:
+            return None
+        return measured_floor(list(REGISTRY.measured_sets.get(key, {}).values()), self.config.max_overhead)
 
     def _compile(
         self,
@@ -212,18 +228,21 @@ class OffloadBackend:
         calibration: Optional[Calibration],
         keep_simulator: bool = False,
         prior: Optional[OffloadPlan] = None,
+        floor: Optional[MeasuredSet] = None,
     ) -> tuple[Callable, Optional[int], Optional[Callable[[Calibration], StepPrediction]]]:
         """Inductor's compile with this pass as its partitioner; returns the
         compiled function, the index of its record (None: no backward
         graph, nothing to offload or report) and, with ``keep_simulator``,
         the step simulator over its graphs (None without predictions).
-        ``prior``: a re-plan's, the plan it replaces."""
+        ``prior``: a re-plan's, the plan it replaces; ``floor``: mode="auto",
+        the set of copies measured within max_overhead that a selection
+        predicting a higher peak gives way to (``_measured_floor``)."""
         from torch._inductor.compile_fx import compile_fx
 
         patches = dict(patches)
         patches.update({
             "custom_partitioner_fn": _OffloadPartitioner(
-                self, digest, active, frame_root, calibration, keep_simulator, prior
+                self, digest, active, frame_root, calibration, keep_simulator, prior, floor
             ),
             "joint_custom_pre_pass": TensorMarkPass(),
             # The rewrite's order, which the plan's predictions assume, must
@@ -278,6 +297,7 @@ class OffloadBackend:
         calibration: Optional[Calibration],
         keep_simulator: bool,
         prior: Optional[OffloadPlan] = None,
+        floor: Optional[MeasuredSet] = None,
         **kwargs: Any,
     ):
         """The pass, stage by stage. ``frame_root``: the qualified name of the
@@ -285,8 +305,9 @@ class OffloadBackend:
         (``naming.frame_root_name``). ``calibration``: the re-plan's
         (``compiled_graph.py``), or the first time one carried from an
         earlier compile of the graph (None: none); ``prior``: the plan a
-        re-plan replaces. ``keep_simulator``: keep the step simulator over
-        the graphs returned, for a calibration."""
+        re-plan replaces; ``floor``: mode="auto", the set of copies measured
+        within max_overhead (``_measured_floor_attempt``). ``keep_simulator``:
+        keep the step simulator over the graphs returned, for a calibration."""
         annotate_requests(joint.graph, active[-1] if active else None)
         graph_id = f"graph {len(self.records)}"
         prefix = frame_root if frame_root is not None else ((active[-1].qualname or "") if active else "")
@@ -312,6 +333,7 @@ class OffloadBackend:
             attempt = _recompute_for_budget(attempt, partition, budget, skip)
         if self.config.mode == Mode.AUTO:
             attempt = _auto_within_overhead(attempt, partition, attempt.plan.overhead_allowed)
+            attempt = _measured_floor_attempt(attempt, partition, floor)
         check_budget(attempt.plan, budget, recompute)
         self._record(attempt.record)
         if keep_simulator and attempt.simulation is not None:
@@ -388,6 +410,7 @@ def _partition_and_plan(
     seen: Optional[set] = None,
     max_copies: Optional[int] = None,
     select_within: Optional[float] = None,
+    forced: Optional[frozenset[str]] = None,
 ) -> Optional[_Attempt]:
     """Partition (under PyTorch's ``activation_memory_budget=level``, None:
     as configured), plan, schedule and rewrite; every prediction under
@@ -397,7 +420,9 @@ def _partition_and_plan(
     sets planned already; a partition saving one of them again is not
     planned twice (None returned). ``max_copies``: mode="auto", keep the
     first that many copies the selection chose; ``select_within``: the
-    slowdown the selection chooses within (None: the one allowed)."""
+    slowdown the selection chooses within (None: the one allowed);
+    ``forced``: mode="auto", copy these storages and no other (None: the
+    selection chooses)."""
     config = backend.config
     patch = {} if level is None else {"activation_memory_budget": level}
     with torch._functorch.config.patch(**patch):
@@ -438,7 +463,7 @@ def _partition_and_plan(
     lifetimes = copy_lifetimes(fw_gm, bw_gm, saved, plan.groups)
     schedule = schedule_copies(
         fw_gm, bw_gm, plan, timeline_before, lifetimes, times, profile, config, budget, max_copies, offset, allowed,
-        select_within,
+        select_within, forced,
     )
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
@@ -570,6 +595,32 @@ def _auto_within_overhead(first: _Attempt, partition: Callable, limit: float) ->
     plan.selection = f"{plan.selection}; {note}" if plan.selection else f"mode=auto: {note}"
     log.info("offload_pass: %s mode=auto: %s", plan.graph_id, note)
     return best
+
+
+def _measured_floor_attempt(first: _Attempt, partition: Callable, floor: Optional[MeasuredSet]) -> _Attempt:
+    """mode="auto": where a set of copies of this graph ran and measured
+    within max_overhead (``floor``: ``calibration.measured_floor``, from
+    this compile's earlier plans or an earlier compile's) and the
+    selection's choice (``first``) predicts a higher peak than that set
+    planned alike (the same partition and calibration), the set runs
+    instead: its promise was measured kept. Else ``first``. A set some of
+    whose copies this partition does not offer is not run (partly)."""
+    if floor is None or first.plan.prediction is None:
+        return first
+    forced = partition(None, None, forced=floor.storages)
+    if {g.storage for g in forced.plan.groups} != floor.storages or forced.plan.prediction is None:
+        return first
+    if forced.plan.prediction.peak >= first.plan.prediction.peak:
+        return first
+    note = (
+        f"runs the {len(floor.storages)} copies a plan of this graph ran before, {floor.describe()}, within "
+        f"max_overhead: a lower predicted peak ({format_bytes(forced.plan.prediction.peak)}) than the "
+        f"{len(first.plan.groups)} copies chosen ({format_bytes(first.plan.prediction.peak)})"
+    )
+    plan = forced.plan
+    plan.selection = f"{plan.selection}; {note}" if plan.selection else f"mode=auto: {note}"
+    log.info("offload_pass: %s mode=auto: %s", plan.graph_id, note)
+    return forced
 
 
 def _saved_set(

@@ -83,7 +83,7 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, check_prediction, choose_fallback, fit_calibration, median_call, nothing_to_decide,
+    Calibration, MeasuredCall, MeasuredSet, check_prediction, choose_fallback, fit_calibration, median_call, nothing_to_decide,
     overhead_allowed, pair_ratios, predicts_alike, replan_reason,
 )
 from offload_pass.registry import REGISTRY
@@ -246,6 +246,22 @@ def _carry(key: str, calibration: Calibration) -> None:
     REGISTRY.calibrations[key] = dataclasses.replace(
         calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True, plain_work_ms=None,
         source=f"an earlier compile of this graph ({calibration.source})",
+    )
+
+
+def _remember_measured(key: str, plan: Any, check: Any) -> None:
+    """mode="auto": keep the copies ``plan`` ran and what they measured
+    against plain Inductor's graph beside them (``check``) for the later
+    plans and compiles of the graph ``key`` (``calibration.measured_floor``).
+    Nothing where no copy ran or plain Inductor was not measured beside it."""
+    if not plan.groups or check.measured_overhead is None:
+        return
+    storages = frozenset(g.storage for g in plan.groups)
+    sets = REGISTRY.measured_sets.setdefault(key, {})
+    known = sets.get(storages)
+    sets[storages] = (
+        MeasuredSet(storages, (check.measured_overhead,), (check.peak,)) if known is None
+        else known.again(check.measured_overhead, check.peak)
     )
 
 
@@ -529,6 +545,8 @@ class CompiledGraph:
         plan.measured = check
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
+        if replan.key and plan.max_overhead is not None:
+            _remember_measured(replan.key, plan, check)
         unspent = None if plan.overhead_allowed is None or plan.predicted_overhead is None else (
             plan.overhead_allowed - plan.predicted_overhead
         )

@@ -14,8 +14,10 @@ uses. It holds two kinds of things:
   go with their models, by weak reference);
 - caches and once-only warnings: the measured device profiles and kernel
   times, the calibrations fitted per graph (carried to later compiles of
-  the graph, ``compiled_graph.carried_calibration``), and the
-  "marked but nothing offloaded" warnings already given. ``reset()`` drops
+  the graph, ``compiled_graph.carried_calibration``), the sets of copies
+  mode="auto" ran of each graph with what they measured
+  (``calibration.measured_floor``), and the "marked but nothing offloaded"
+  warnings already given. ``reset()`` drops
   them.
 
 Why not a part of ``runtime.RuntimeState``: the runtime is the last stage
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     import torch.fx as fx
 
     from offload_pass.marking.roles import FusedRoles
-    from offload_pass.planning.calibration import Calibration
+    from offload_pass.planning.calibration import Calibration, MeasuredSet
     from offload_pass.planning.cost_model import DeviceProfile
     from offload_pass.planning.kernel_timing import KernelTime
 
@@ -65,6 +67,10 @@ class Registry:
     # compiled_graph.graph_key -> the scales of the latest calibration fitted
     # for that graph (fitted against the profiles and kernel times above).
     calibrations: dict[str, Calibration] = dataclasses.field(default_factory=dict)
+    # compiled_graph.graph_key -> the sets of copies mode="auto" ran of that
+    # graph, each with what its runs measured against plain Inductor's graph
+    # (calibration.measured_floor reads them).
+    measured_sets: dict[str, dict[frozenset[str], MeasuredSet]] = dataclasses.field(default_factory=dict)
     # "Marked for offload but nothing offloaded" warnings already given.
     warned_marks: set[str] = dataclasses.field(default_factory=set)
 
@@ -73,6 +79,7 @@ class Registry:
         self.device_profiles.clear()
         self.kernel_times.clear()
         self.calibrations.clear()
+        self.measured_sets.clear()
         self.warned_marks.clear()
 
 

@@ -54,7 +54,8 @@ from offload_pass.units import format_bytes
 
 __all__ = [
     "OVERHEAD_NOISE", "REPLAN_TOLERANCE", "ROOM_MARGIN", "STALL_TOLERANCE", "Calibration", "Fallback", "MeasuredCall",
-    "PredictionCheck", "check_prediction", "choose_fallback", "fit_calibration", "median_call", "nothing_to_decide",
+    "MeasuredSet", "PredictionCheck", "check_prediction", "choose_fallback", "fit_calibration", "measured_floor",
+    "median_call", "nothing_to_decide",
     "overhead_allowed", "overhead_as_measured", "pair_ratios", "predicts_alike", "replan_reason", "room_margin",
 ]
 
@@ -534,6 +535,51 @@ def choose_fallback(
     if not plain_runs:
         return None
     return Fallback(None, f"{over}: no plan of this graph measured within; runs plain Inductor's graph instead")
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredSet:
+    """A set of copies plans of one graph ran under mode="auto", and what
+    each run measured against plain Inductor's graph beside it (kept per
+    graph for its later plans and compiles: ``compiled_graph``; read by
+    ``measured_floor``)."""
+
+    storages: frozenset[str]  # the copies (their storages' names in the forward graph)
+    overheads: tuple[float, ...]  # each run's PredictionCheck.measured_overhead, oldest first
+    peaks: tuple[int, ...]  # each run's PredictionCheck.peak (measured, else predicted), bytes
+
+    @property
+    def overhead(self) -> float:
+        return statistics.median(self.overheads)
+
+    @property
+    def peak(self) -> int:
+        return int(statistics.median(self.peaks))
+
+    def again(self, overhead: float, peak: int) -> "MeasuredSet":
+        """The same copies, run and measured once more."""
+        return dataclasses.replace(self, overheads=(*self.overheads, overhead), peaks=(*self.peaks, peak))
+
+    def describe(self) -> str:
+        runs = "once" if len(self.overheads) == 1 else f"the median of {len(self.overheads)} runs"
+        return (
+            f"measured {self.overhead:+.1%} against plain Inductor's graph beside it ({runs}), "
+            f"peak {format_bytes(self.peak)}"
+        )
+
+
+def measured_floor(sets: Sequence[MeasuredSet], max_overhead: float) -> Optional[MeasuredSet]:
+    """mode="auto": of the sets of copies a graph's plans ran (``sets``),
+    the one measured within ``max_overhead`` itself (the median of its
+    runs; no noise allowed) with the lowest peak (then the least slowdown);
+    None where none was. A plan of the graph that predicts a higher peak
+    runs this set instead (``backend``): a promise measured kept outweighs
+    one predicted, and a larger max_overhead never frees less than a
+    smaller one measured in the same process (HF Llama on the H200,
+    twenty-first session: 2 % freed 396 MiB where 1 % freed 428, both
+    measured within theirs)."""
+    within = [s for s in sets if s.storages and s.overhead <= max_overhead]
+    return min(within, key=lambda s: (s.peak, s.overhead, sorted(s.storages)), default=None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -69,6 +69,7 @@ def schedule_copies(
     peak_offset: int = 0,
     max_overhead: Optional[float] = None,
     select_within: Optional[float] = None,
+    forced: Optional[frozenset[str]] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
@@ -83,7 +84,9 @@ def schedule_copies(
     offload as predicted (``calibration.overhead_allowed``; None:
     ``config.max_overhead``); ``select_within``: mode="auto", the slowdown
     the selection's coarse model may choose within (None: ``max_overhead``;
-    the backend's retry under a step simulator that disagrees with it)."""
+    the backend's retry under a step simulator that disagrees with it);
+    ``forced``: mode="auto", copy these storages and no other (the
+    backend's set measured within max_overhead before; None: select)."""
     if not plan.groups:
         return Schedule(plan)
     target = None if budget is None else budget - peak_offset
@@ -96,7 +99,7 @@ def schedule_copies(
         allowed = config.max_overhead if max_overhead is None else max_overhead
         plan = _select(
             plan, step, [lifetimes[g.storage] for g in plan.groups], config, budget, max_copies, peak_offset,
-            allowed, allowed if select_within is None else select_within,
+            allowed, allowed if select_within is None else select_within, forced,
         )
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
@@ -137,12 +140,17 @@ def _select(
     peak_offset: int = 0,
     max_overhead: float = 0.0,
     select_within: Optional[float] = None,
+    forced: Optional[frozenset[str]] = None,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
     not choose, and say in the plan what was chosen. ``budget`` is met on
     the memory timeline, less ``peak_offset`` (what the timeline missed)."""
     pool = candidates(lifetimes)
-    if config.mode == Mode.AUTO:
+    if config.mode == Mode.AUTO and forced is not None:
+        chosen = [c for c in pool if c.key in forced]
+        note = f"mode=auto (max_overhead {config.max_overhead:.1%}; copies measured within it before)"
+        reason = "not chosen by mode=auto: a set of copies measured within max_overhead runs"
+    elif config.mode == Mode.AUTO:
         # Below 0 (plain Inductor measured faster than predicted by more
         # than max_overhead) no copy fits.
         within = max_overhead if select_within is None else select_within
