@@ -12,7 +12,10 @@ overhead over plain Inductor, with
 - the 2 % overhead line and the copy-out window (d2h bandwidth x Inductor's
   measured forward time) as dashed lines,
 
-and prints a table of the same points.
+and prints a table of the same points. The overhead is the paired one
+(``paired_slowdown``: against the plain Inductor blocks timed right before
+and after, ``bench_offload.py --paired``) where the report has it, else
+the round-robin ``slowdown``.
 
   python benchmarks/plot_pareto.py OUT/auto_h2048.json OUT/auto_h4096.json -o pareto.png
 """
@@ -36,7 +39,7 @@ def points(report: dict) -> list[dict]:
             "variant": name,
             "kind": kind,
             "mark": r.get("mark"),
-            "overhead": r["slowdown"] - 1,
+            "overhead": r.get("paired_slowdown", r["slowdown"]) - 1,
             "freed_mib": r["peak_reduction_mib"],
             "window_mib": r.get("window_mib"),
             "predicted_overhead": (r["predicted_slowdown"] - 1) if r.get("predicted_slowdown") else None,
