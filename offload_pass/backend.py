@@ -603,9 +603,9 @@ def _measured_floor_attempt(first: _Attempt, partition: Callable, floor: Optiona
     this compile's earlier plans or an earlier compile's) and the
     selection's choice (``first``) predicts a higher peak than that set
     planned alike (the same partition and calibration), the set runs
-    instead: its promise was measured kept. Else ``first``. A set some of
-    whose copies this partition does not offer is not run (partly)."""
-    if floor is None or first.plan.prediction is None:
+    instead: its promise was measured kept. Else ``first``. A set this
+    partition does not offer whole is not run."""
+    if floor is None or first.plan.prediction is None or {g.storage for g in first.plan.groups} == floor.storages:
         return first
     forced = partition(None, None, forced=floor.storages)
     if {g.storage for g in forced.plan.groups} != floor.storages or forced.plan.prediction is None:

@@ -83,8 +83,8 @@ from offload_pass.enums import ReplanReason
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_mark_key, active_marks, mark_key
 from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, MeasuredSet, check_prediction, choose_fallback, fit_calibration, median_call, nothing_to_decide,
-    overhead_allowed, pair_ratios, predicts_alike, replan_reason,
+    Calibration, MeasuredCall, MeasuredSet, PredictionCheck, check_prediction, choose_fallback, fit_calibration,
+    median_call, nothing_to_decide, overhead_allowed, pair_ratios, predicts_alike, replan_reason,
 )
 from offload_pass.registry import REGISTRY
 from offload_pass.runtime.measure import CallMeasurement
@@ -249,7 +249,7 @@ def _carry(key: str, calibration: Calibration) -> None:
     )
 
 
-def _remember_measured(key: str, plan: Any, check: Any) -> None:
+def _remember_measured(key: str, plan: Any, check: PredictionCheck) -> None:
     """mode="auto": keep the copies ``plan`` ran and what they measured
     against plain Inductor's graph beside them (``check``) for the later
     plans and compiles of the graph ``key`` (``calibration.measured_floor``).
