@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from benchmarks.bench_offload import interleave, interleave_paired, paired_ratios, paired_schedule
+from benchmarks.bench_offload import interleave, interleave_paired, main, paired_ratios, paired_schedule
 
 
 def test_every_other_variant_sits_between_two_reference_blocks_and_rounds_alternate():
@@ -77,3 +77,21 @@ def test_paired_slowdowns_are_the_variants_own_on_a_drifting_device_where_round_
     interleave(kept, rounds=3, steps=4)
     control = kept[3][0]["step_ms"] / kept[0][0]["step_ms"]
     assert abs(control - 1) > 0.02
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--paired", "--interleave", "2", "--variants", "offload_pass,inductor"],
+        ["--paired", "--variants", "inductor,offload_pass"],
+        ["--paired", "--interleave", "2", "--variants", "inductor"],
+    ],
+)
+def test_paired_without_plain_inductor_first_rounds_or_another_variant_is_refused(monkeypatch, capsys, argv):
+    monkeypatch.setattr("sys.argv", ["bench_offload.py", *argv])
+    with pytest.raises(SystemExit) as exit:
+        main()
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "--paired times every variant against the first, which must be inductor" in err
+    assert f"got --interleave {argv[argv.index('--interleave') + 1] if '--interleave' in argv else 0}" in err

@@ -577,7 +577,10 @@ def measured_floor(sets: Sequence[MeasuredSet], max_overhead: float) -> Optional
     one predicted, and a larger max_overhead never frees less than a
     smaller one measured in the same process (HF Llama on the H200,
     twenty-first session: 2 % freed 396 MiB where 1 % freed 428, both
-    measured within theirs)."""
+    measured within theirs). Stricter than ``choose_fallback``, which
+    allows ``OVERHEAD_NOISE`` because its other choice is plain
+    Inductor's graph, freeing nothing: a floor displaces a selection that
+    may keep the promise too."""
     within = [s for s in sets if s.storages and s.overhead <= max_overhead]
     return min(within, key=lambda s: (s.peak, s.overhead, sorted(s.storages)), default=None)
 
