@@ -391,7 +391,7 @@ class CompiledGraph:
                 self.measurement, self.replan = None, None
         if self.plan_index is not None:
             self.backend._steps.forward_called(
-                self.plan_index, outputs, self.backend.plans, self.backend._warn_unoffloaded_marks
+                self.plan_index, outputs, self.backend.plans, self.backend._warn_unoffloaded_marks, plain
             )
         return outputs
 
@@ -446,7 +446,7 @@ class CompiledGraph:
         if self.calls == PLAIN_COMPILE_CALL and not self._plain_warm:
             self._plain_warm = self._room_for_plain(plan)
             if self._plain_warm:
-                # Said once: these steps offload nothing, whatever the step report counts for the plan.
+                # Said once: these steps offload nothing (the step report counts them apart: plain_inductor).
                 log.info(
                     "offload_pass: %s: calls %d and %s of each plan run plain Inductor's graph (mode='auto' "
                     "measures the plan's step against it, on the calls between; the gradients are the same)",

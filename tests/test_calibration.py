@@ -1287,7 +1287,9 @@ def _measured_over_plain(device_measured, backend, overheads):
 
 def _steps_run(backend, steps):
     """Train the decoder ``steps`` steps; each step's gradients, the
-    offloads the runtime ran in it and the records its step report counts."""
+    offloads the runtime ran in it and the records its step report counts:
+    (index, calls) for a plan, (index, calls, "plain Inductor") for the
+    calls that ran plain Inductor's compile of the plan's graph instead."""
     from offload_pass import runtime
 
     torch._dynamo.reset()
@@ -1300,7 +1302,11 @@ def _steps_run(backend, steps):
         compiled(*INPUTS).backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         offloads.append(runtime.stats()["offload_calls"])
-        graphs.append([(backend.plans.index(plan), calls) for plan, calls in backend.last_step().graphs])
+        report = backend.last_step()
+        graphs.append(
+            [(backend.plans.index(plan), calls) for plan, calls in report.graphs]
+            + [(backend.plans.index(plan), calls, "plain Inductor") for plan, calls in report.plain_inductor]
+        )
     return grads, offloads, graphs
 
 
@@ -1329,8 +1335,18 @@ def test_auto_measured_over_after_its_last_re_plan_runs_the_earlier_plan_within(
     # Step CHECKED planned again (its call is the second plan's first);
     # the second plan checked on its call CHECKED, step 2 * CHECKED - 1,
     # which runs the first plan, with its copies, as every step after it.
+    # The steps that ran plain Inductor's compile (the first plan's call 2,
+    # which compiled it, and each plan's turns, calls PLAIN_RUNS) say so,
+    # and offloaded nothing.
     fell_back = 2 * CHECKED - 2  # its index in the lists
-    assert graphs[fell_back - 1] == [(1, 1)] and graphs[fell_back:] == [[(0, 1)]] * (steps - fell_back)
+    assert graphs[fell_back - 1] == [(1, 1, "plain Inductor")]
+    assert graphs[fell_back:] == [[(0, 1)]] * (steps - fell_back)
+    plain_steps = [s for s, g in enumerate(graphs, 1) if g[0][2:] == ("plain Inductor",)]
+    assert plain_steps == [
+        compiled_graph.PLAIN_COMPILE_CALL, *PLAIN_RUNS, *(CHECKED - 1 + call for call in PLAIN_RUNS)
+    ]
+    assert [offloads[s - 1] for s in plain_steps] == [0] * len(plain_steps)
+    assert all(g in ([(0, 1)], [(1, 1)]) for s, g in enumerate(graphs, 1) if s not in plain_steps)
     assert all(n == len(first.groups) for n in offloads[fell_back:]), offloads
     _assert_plain_inductors(grads, steps=1)
 
@@ -1470,7 +1486,10 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
     assert plain.selection == f"mode=auto fell back from graph 1, {second.fallback}"
     assert plain.prediction == second.baseline and plain.measured.measured == second.measured.plain
     fell_back = 2 * CHECKED - 2  # the index of the second plan's call CHECKED, the first to run plain Inductor's
-    assert graphs[fell_back - 1] == [(1, 1)] and graphs[fell_back:] == [[(2, 1)]] * (steps - fell_back)
+    # The step before it ran plain Inductor's compile in the turns (call 18), reported as such; from the
+    # fall-back on, plain Inductor's record (graph 2).
+    assert graphs[fell_back - 1] == [(1, 1, "plain Inductor")]
+    assert graphs[fell_back:] == [[(2, 1)]] * (steps - fell_back)
     assert offloads[fell_back:] == [0] * (steps - fell_back)
     # Plain Inductor's graph: call 2 and its turns beside each plan, then every step after the fall-back.
     assert len(ran) == 1 + 2 * len(PLAIN_RUNS) + (steps - fell_back)
@@ -1597,8 +1616,9 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
             model.zero_grad(set_to_none=True)
             compiled(x).backward()
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            if backend != "inductor":  # the plans the step report counts in this step
-                ran.append([plan for plan, _ in backend.last_step().graphs])
+            if backend != "inductor":  # the plans the step report counts in this step (or ran plain Inductor for)
+                report = backend.last_step()
+                ran.append([plan for plan, _ in (*report.graphs, *report.plain_inductor)])
         return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
 
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.05, min_bytes=0)
@@ -1622,7 +1642,7 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     assert max(rounding.values()) > 0  # a tolerance that exists, and stays far below any moved data
     # The plan each step ran, as the step report counts it (a re-plan, or
     # a fall-back, changes it at a check); plain Inductor's calls among
-    # them count as the plan's, and are held to the same rule.
+    # them, in place of a plan, are held to the plan's rule.
     differ = []
     for step, (got, expected) in enumerate(zip(grads, want), 1):
         with_copies = any(plan.groups for plan in ran[step - 1])

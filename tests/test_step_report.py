@@ -105,3 +105,43 @@ def test_a_marked_module_kept_for_a_reason_says_which():
     with pytest.warns(RuntimeWarning, match=r"module layers\.0\.mlp is marked for offload but nothing it saves "
                                             r"was offloaded in step 1: its \d+ saved tensors were kept: \d+ below min_bytes"):
         torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
+
+
+def test_calls_that_ran_plain_inductors_compile_are_reported_apart_with_nothing_offloaded():
+    # mode="auto" runs plain Inductor's compile of a graph in place of its
+    # plan on some warm-up calls (to measure the plan beside it): those
+    # steps offloaded nothing, and the report says what ran.
+    from offload_pass.reporting.step_report import StepTracker
+
+    layer = make_decoder(layers=1, hidden=32, heads=4).layers[0]
+    offload_pass.offload_modules(layer, "mlp")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    torch.compile(layer, backend=backend)(torch.randn(2, 8, 32)).sum().backward()
+    (plan,) = backend.plans
+    assert plan.offloaded
+
+    tracker = StepTracker()
+    x = torch.randn(3, requires_grad=True)
+
+    def call(plain):
+        out = x * 2
+        tracker.forward_called(0, out, [plan], plain=plain)
+        return out
+
+    call(plain=True).sum().backward()
+    step = tracker.report([plan])
+    assert step.graphs == () and step.plain_inductor == ((plan, 1),)
+    assert step.offloaded_tensors == 0 and step.offloaded_bytes == 0
+    assert str(step) == (
+        "step 1: 1 graphs, offloaded 0 saved tensors (0 B)\n"
+        "  graph 0: ran plain Inductor's compile of its graph, nothing offloaded (mode=auto measures the plan beside it)"
+    )
+    assert tracker.ran_alone(0)  # its peak is the graph's own (plain Inductor's)
+    (call(plain=False).sum() + call(plain=True).sum()).backward()
+    step = tracker.report([plan])
+    assert step.graphs == ((plan, 1),) and step.plain_inductor == ((plan, 1),)
+    assert step.offloaded_tensors == len(plan.offloaded)
+    assert str(step).startswith(f"step 2: 1 graphs, offloaded {len(plan.offloaded)} saved tensors")
+    assert not tracker.ran_alone(0)
+    call(plain=False).sum().backward()
+    assert tracker.report([plan]).plain_inductor == () and tracker.ran_alone(0)

@@ -3,7 +3,10 @@
 Takes: the plans a backend recorded and the calls of their forward graphs
 (``StepTracker.forward_called``, from the backend's call wrapper). Gives:
 ``StepReport`` for the latest step: the graphs that ran in it with their
-call counts, total bytes offloaded, and totals per module.
+call counts, total bytes offloaded, and totals per module; under
+mode="auto", the calls that ran plain Inductor's compile of a graph in
+place of its plan (the backend measures the plan beside it) apart, with
+nothing offloaded.
 
 Graph breaks (a Hugging Face loss function, an MoE loop) split one step into
 several compiled graphs, so ``backend.plans[-1]`` alone may be the loss graph
@@ -41,6 +44,10 @@ class StepReport:
 
     step: int  # 1 for the first step the backend saw
     graphs: tuple[tuple[OffloadPlan, int], ...]
+    # mode="auto": each graph whose plain Inductor compile ran in place of
+    # its plan (measured beside it, compiled_graph.plain_calls), how often:
+    # those calls offloaded nothing.
+    plain_inductor: tuple[tuple[OffloadPlan, int], ...] = ()
 
     @property
     def offloaded_bytes(self) -> int:
@@ -70,8 +77,9 @@ class StepReport:
         )
 
     def __str__(self) -> str:
+        ran = len({plan.graph_id for plan, _ in (*self.graphs, *self.plain_inductor)})
         lines = [
-            f"step {self.step}: {len(self.graphs)} graphs, offloaded {self.offloaded_tensors} saved tensors "
+            f"step {self.step}: {ran} graphs, offloaded {self.offloaded_tensors} saved tensors "
             f"({format_bytes(self.offloaded_bytes)})"
         ]
         for plan, calls in self.graphs:
@@ -79,6 +87,12 @@ class StepReport:
             lines.append(
                 f"  {plan.graph_id}{times}: {len(plan.offloaded)} offloaded "
                 f"({format_bytes(plan.offloaded_bytes)}), {len(plan.entries) - len(plan.offloaded)} kept"
+            )
+        for plan, calls in self.plain_inductor:
+            times = f" x{calls}" if calls > 1 else ""
+            lines.append(
+                f"  {plan.graph_id}{times}: ran plain Inductor's compile of its graph, nothing offloaded "
+                "(mode=auto measures the plan beside it)"
             )
         totals = self.by_module()
         if totals:
@@ -137,6 +151,7 @@ class StepTracker:
     def __init__(self) -> None:
         self.step = 0
         self._calls: Counter = Counter()
+        self._plain_calls: Counter = Counter()  # plan index -> calls that ran plain Inductor's compile instead
         self._backward_ran = True  # the first call starts step 1
 
     def forward_called(
@@ -145,14 +160,17 @@ class StepTracker:
         outputs: Any,
         plans: Sequence[OffloadPlan] = (),
         on_first_backward: Optional[Callable[[StepReport], None]] = None,
+        plain: bool = False,
     ) -> None:
         """``on_first_backward`` gets the first step's report when its
-        backward starts (its forwards have all run by then)."""
+        backward starts (its forwards have all run by then). ``plain``: the
+        call ran plain Inductor's compile of the graph in place of the plan
+        ``plan_index`` (mode="auto" measuring the plan beside it)."""
         if self._backward_ran:
             self.step += 1
-            self._calls = Counter()
+            self._calls, self._plain_calls = Counter(), Counter()
             self._backward_ran = False
-        self._calls[plan_index] += 1
+        (self._plain_calls if plain else self._calls)[plan_index] += 1
 
         def backward_started(grad: torch.Tensor) -> None:
             if not self._backward_ran and self.step == 1 and on_first_backward is not None:
@@ -167,11 +185,17 @@ class StepTracker:
                 break
 
     def ran_alone(self, plan_index: int) -> bool:
-        """The last step is complete and ran only this graph, once: a peak
-        measured over one call of it is this graph's own."""
-        return self._backward_ran and self._calls == Counter({plan_index: 1})
+        """The last step is complete and ran only this graph, once (its
+        plan, or plain Inductor's compile of it): a peak measured over one
+        call of it is this graph's own."""
+        one = Counter({plan_index: 1})
+        return self._backward_ran and (self._calls, self._plain_calls) in ((one, Counter()), (Counter(), one))
 
     def report(self, plans: Sequence[OffloadPlan]) -> Optional[StepReport]:
-        if not self._calls:
+        if not self._calls and not self._plain_calls:
             return None
-        return StepReport(self.step, tuple((plans[i], n) for i, n in sorted(self._calls.items())))
+        return StepReport(
+            self.step,
+            tuple((plans[i], n) for i, n in sorted(self._calls.items())),
+            tuple((plans[i], n) for i, n in sorted(self._plain_calls.items())),
+        )
