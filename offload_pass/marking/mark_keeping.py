@@ -32,9 +32,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import threading
 import types
 import warnings
+import weakref
 from typing import Callable, Iterator, Optional, Sequence
 
 import torch
@@ -333,12 +335,38 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
+# Each installed module mark's dict, by a key of its own (a new key per
+# ``install_forward``; the entry lives as long as the forward holding it).
+# A traced forward passes the key: Dynamo guards a compiled frame on that
+# string (one guard a marked module), where the dict read from the forward's
+# closure would be guarded entry by entry (about 35 guards a marked module,
+# all evaluated before every call's first kernel). Torch 2.11 takes only
+# constants as assume_constant_result arguments, hence a key, not an object.
+_INSTALLED: "weakref.WeakValueDictionary[str, _InstalledMark]" = weakref.WeakValueDictionary()
+_INSTALL_COUNT = itertools.count()
+
+
+class _InstalledMark:
+    __slots__ = ("custom", "__weakref__")
+
+    def __init__(self, custom: dict) -> None:
+        self.custom = custom
+
+
+@torch._dynamo.assume_constant_result
+def _traced_custom(key: str) -> dict:
+    return _INSTALLED[key].custom
+
+
 def install_forward(module: nn.Module, mark: Mark) -> None:
     """Make ``module``'s forward run under ``mark`` (a module mark, placed)."""
     if _ORIG_FORWARD not in module.__dict__:
         module.__dict__[_ORIG_FORWARD] = module.forward
     orig = module.__dict__[_ORIG_FORWARD]
     custom = mark.to_custom()
+    installed = _InstalledMark(custom)
+    key = f"offload_pass mark {next(_INSTALL_COUNT)}"
+    _INSTALLED[key] = installed
     what = f"the forward of module {display_name(mark.qualname or '')}"
 
     # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
@@ -347,7 +375,7 @@ def install_forward(module: nn.Module, mark: Mark) -> None:
     def forward(*args: object, **kwargs: object) -> object:
         if torch.compiler.is_compiling():
             _check_backend_traced()
-            with annotate({MARK_KEY: custom}):
+            with annotate({MARK_KEY: _traced_custom(key)}):
                 return orig(*args, **kwargs)
         # Running eagerly: either no compile at all, or Dynamo broke the
         # graph around this call and compiles the frames inside on their
@@ -361,8 +389,10 @@ def install_forward(module: nn.Module, mark: Mark) -> None:
                     return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
                 return orig(*args, **kwargs)
 
-    # A new function object each time the mark changes: Dynamo guards on it,
-    # so a changed mark recompiles instead of reusing the old graph.
+    # A new key each time the mark changes: Dynamo guards on it, so a changed
+    # mark recompiles instead of reusing the old graph. The forward holds the
+    # mark's entry alive (an attribute Dynamo never reads).
+    forward._offload_pass_installed = installed  # type: ignore[attr-defined]
     module.forward = forward  # type: ignore[method-assign]
 
 
