@@ -54,6 +54,7 @@ import torch
 import offload_pass
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.compile_caches import graph_caches_off
+from offload_pass.compiled_graph import first_plain_call
 from offload_pass.planning.cost_model import device_profile
 
 
@@ -190,6 +191,38 @@ def _intervals_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]
     return total
 
 
+# Steps in a row that must run the plan alone (no plain Inductor call, no
+# new plan) before a variant is timed: more than the plan runs alone in a
+# row while mode="auto" still measures it (calls 1-10 of a plan, then
+# blocks of 8 between its turns beside plain Inductor's graph).
+SETTLED_STEPS = first_plain_call() + 1
+
+
+def steps_until_settled(step: Callable[[], object], backend: object, limit: int, quiet: int = SETTLED_STEPS) -> int:
+    """Run ``step`` past the warm-up until ``quiet`` steps in a row ran
+    only the backend's plans: mode="auto" runs plain Inductor's graph in
+    turns beside each new plan (compiled_graph.plain_calls) and may plan
+    again after, so a fixed warm-up can end inside a plan's measurement
+    (the twenty-second session's decoder front: a measured floor's re-plan
+    left plain Inductor's turns in the steps the benchmark took as the
+    plan's). Returns the steps run; raises RuntimeError after ``limit``."""
+    plans, run, steps = len(backend.plans), 0, 0
+    while run < quiet:
+        if steps >= limit:
+            raise RuntimeError(
+                f"mode='auto' still measuring its plans after {steps} steps past the warm-up "
+                f"({len(backend.plans)} plans so far); time it with a longer --warmup"
+            )
+        step()
+        steps += 1
+        report = backend.last_step()
+        if len(backend.plans) != plans or report is None or report.plain_inductor:
+            plans, run = len(backend.plans), 0
+        else:
+            run += 1
+    return steps
+
+
 def profile_step(step, keep_trace: Optional[str] = None) -> dict:
     """One step under torch.profiler: copy time per direction, their streams,
     and the part of it that ran while a compute kernel ran on another stream.
@@ -197,7 +230,10 @@ def profile_step(step, keep_trace: Optional[str] = None) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        step()
+        # The step's start on the host: a trace reader times the device's
+        # first kernel from it (the host's latency a synchronized step has).
+        with torch.profiler.record_function("bench_offload.step"):
+            step()
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
@@ -388,6 +424,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             for _ in range(args.warmup):
                 step()
                 torch.cuda.synchronize()
+            if kind == "offload_pass":
+                result["settle_steps"] = steps_until_settled(
+                    lambda: (step(), torch.cuda.synchronize()), backend, limit=2 * args.warmup
+                )
         except Exception as error:  # a peer mode that crashes is reported, not hidden
             result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
             traceback.print_exc(file=sys.stderr)
@@ -413,7 +453,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # is hidden wherever the device is the slower; a synchronized step
         # exposes it. The step simulator predicts the device's work alone.
         result["unsynced_step_ms"] = unsynced_steps()
-        if args.profile and kind != "inductor":
+        if args.profile:
             trace = None
             if args.trace_dir:
                 os.makedirs(args.trace_dir, exist_ok=True)
@@ -434,7 +474,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # several layers): without offload, then with it. The peak is the
         # highest graph's own (what earlier graphs leave alive is not in it).
         ran = [(p, calls) for p, calls in backend.last_step().graphs if p.prediction is not None]
-        if len(ran) == len(backend.last_step().graphs):
+        if ran and len(ran) == len(backend.last_step().graphs):
             result["predicted_step_ms"] = (
                 sum(p.baseline.step_ms * calls for p, calls in ran), sum(p.prediction.step_ms * calls for p, calls in ran)
             )
@@ -715,7 +755,7 @@ def main() -> None:
         help="comma-separated: inductor, offload_pass, or offload_pass(knob=value;knob=value) "
         "with OffloadConfig knobs",
     )
-    p.add_argument("--profile", action="store_true", help="profile one step of each offloading variant")
+    p.add_argument("--profile", action="store_true", help="profile one step of each variant")
     p.add_argument("--trace-dir", default=None, help="with --profile: keep each chrome trace there (gzip)")
     p.add_argument(
         "--interleave", type=int, default=0, metavar="ROUNDS",

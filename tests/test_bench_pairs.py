@@ -6,10 +6,13 @@ round-robin medians do not. Pure Python: fake steps on a fake clock."""
 from __future__ import annotations
 
 import statistics
+from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.bench_offload import interleave, interleave_paired, main, paired_ratios, paired_schedule
+from benchmarks.bench_offload import (
+    interleave, interleave_paired, main, paired_ratios, paired_schedule, steps_until_settled,
+)
 
 
 def test_every_other_variant_sits_between_two_reference_blocks_and_rounds_alternate():
@@ -95,3 +98,35 @@ def test_paired_without_plain_inductor_first_rounds_or_another_variant_is_refuse
     err = capsys.readouterr().err
     assert "--paired times every variant against the first, which must be inductor" in err
     assert f"got --interleave {argv[argv.index('--interleave') + 1] if '--interleave' in argv else 0}" in err
+
+
+class _AutoBackend:
+    """A backend whose steps follow a script: "plan" (the plan ran alone),
+    "plain" (plain Inductor's graph ran in its place), "new" (a new plan)."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.script, self.plans, self._last = list(script), ["plan 0"], None
+
+    def step(self) -> None:
+        what = self.script.pop(0) if self.script else "plan"
+        if what == "new":
+            self.plans.append(f"plan {len(self.plans)}")
+        self._last = SimpleNamespace(plain_inductor=(("plan", 1),) if what == "plain" else ())
+
+    def last_step(self):
+        return self._last
+
+
+def test_timing_waits_until_auto_ran_its_plan_alone_for_the_quiet_steps():
+    # Plain Inductor's turns, then a re-plan (its own turns after), then quiet.
+    script = ["plan", "plain", "plain", "plan", "new", "plan", "plan", "plain", "plan"]
+    backend = _AutoBackend(script)
+    steps = steps_until_settled(backend.step, backend, limit=100, quiet=3)
+    assert steps == 8 + 3  # quiet from the step after the last plain one
+    assert backend.script == []
+
+
+def test_auto_still_measuring_at_the_limit_is_an_error_not_a_timing():
+    backend = _AutoBackend(["plain", "plan"] * 50)
+    with pytest.raises(RuntimeError, match="still measuring its plans after 20 steps"):
+        steps_until_settled(backend.step, backend, limit=20, quiet=3)
