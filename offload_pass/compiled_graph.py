@@ -603,6 +603,24 @@ class CompiledGraph:
         again.replan_reason = reason
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
             _carry(replan.key, calibration)
+        earlier = self._earlier_plan_alike(again)
+        if earlier is not None:
+            # The re-plan chose copies a plan of this graph ran and measured
+            # within max_overhead (a measured floor, mostly): that plan runs
+            # again, compiled and measured already, where measuring the copies
+            # once more would take another round of turns with plain
+            # Inductor's graph (calls that offload nothing) for one sample.
+            index, compiled_before = earlier
+            before = self.backend.plans[index]
+            again.fallback = (
+                f"planned again with the copies graph {index} ran, measured "
+                f"{before.measured.measured_overhead:+.1%} against plain Inductor's graph, within max_overhead: "
+                f"runs graph {index}'s plan instead of measuring them again"
+            )
+            log.info("offload_pass: %s %s", again.graph_id, again.fallback)
+            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
+            self.compiled, self.plan_index, self.graph_id = compiled_before, index, f"graph {index}"
+            return
         if reason == ReplanReason.ROOM and not _frees_more(again, plan):
             # Spending the room is worth a plan only for a lower peak: the
             # plan measured within runs on (never planned again).
@@ -624,6 +642,28 @@ class CompiledGraph:
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
         self.measured_calls, self.plain_calls, self._last_measured = [], [], None
+
+    def _earlier_plan_alike(self, again: Any) -> Optional[tuple[int, Callable]]:
+        """mode="auto": an earlier plan of this graph (``self._plans``,
+        newest first) that ran the copies ``again`` chose, measured within
+        ``again.max_overhead`` against plain Inductor's graph beside it (no
+        noise allowed, as ``calibration.measured_floor``) and as predicted
+        (``PredictionCheck.within``: a plan whose prediction was off is the
+        one the re-plan's step model corrects): its record's index and
+        compiled function."""
+        if again.max_overhead is None or not again.groups:
+            return None
+        copies = frozenset(g.storage for g in again.groups)
+        for index, compiled in reversed(self._plans):
+            plan = self.backend.plans[index]
+            check = plan.measured
+            if (
+                check is not None and check.measured_overhead is not None
+                and check.measured_overhead <= again.max_overhead and check.within()
+                and frozenset(g.storage for g in plan.groups) == copies
+            ):
+                return index, compiled
+        return None
 
     def _fall_back(self, plan: Any, plain: Optional[MeasuredCall]) -> bool:
         """mode="auto": the plan running now (``plan``) will not be planned
