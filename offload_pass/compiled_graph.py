@@ -249,6 +249,12 @@ def _carry(key: str, calibration: Calibration) -> None:
     )
 
 
+def _copies(plan: Any) -> frozenset:
+    """The copies a plan runs, as its measured sets are keyed: the saved
+    storages it offloads (alike across compiles of one graph)."""
+    return frozenset(g.storage for g in plan.groups)
+
+
 def _remember_measured(key: str, plan: Any, check: PredictionCheck) -> None:
     """mode="auto": keep the copies ``plan`` ran and what they measured
     against plain Inductor's graph beside them (``check``) for the later
@@ -256,7 +262,7 @@ def _remember_measured(key: str, plan: Any, check: PredictionCheck) -> None:
     Nothing where no copy ran or plain Inductor was not measured beside it."""
     if not plan.groups or check.measured_overhead is None:
         return
-    storages = frozenset(g.storage for g in plan.groups)
+    storages = _copies(plan)
     sets = REGISTRY.measured_sets.setdefault(key, {})
     known = sets.get(storages)
     sets[storages] = (
@@ -653,14 +659,14 @@ class CompiledGraph:
         compiled function."""
         if again.max_overhead is None or not again.groups:
             return None
-        copies = frozenset(g.storage for g in again.groups)
+        copies = _copies(again)
         for index, compiled in reversed(self._plans):
             plan = self.backend.plans[index]
             check = plan.measured
             if (
                 check is not None and check.measured_overhead is not None
                 and check.measured_overhead <= again.max_overhead and check.within()
-                and frozenset(g.storage for g in plan.groups) == copies
+                and _copies(plan) == copies
             ):
                 return index, compiled
         return None

@@ -347,6 +347,8 @@ _INSTALL_COUNT = itertools.count()
 
 
 class _InstalledMark:
+    """A mark's dict in ``_INSTALLED`` (a dict cannot be weakly referenced)."""
+
     __slots__ = ("custom", "__weakref__")
 
     def __init__(self, custom: dict) -> None:
