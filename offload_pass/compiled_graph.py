@@ -609,34 +609,12 @@ class CompiledGraph:
         again.replan_reason = reason
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
             _carry(replan.key, calibration)
-        earlier = self._earlier_plan_alike(again)
-        if earlier is not None:
-            # The re-plan chose copies a plan of this graph ran and measured
-            # within max_overhead (a measured floor, mostly): that plan runs
-            # again, compiled and measured already, where measuring the copies
-            # once more would take another round of turns with plain
-            # Inductor's graph (calls that offload nothing) for one sample.
-            index, compiled_before = earlier
-            before = self.backend.plans[index]
-            again.fallback = (
-                f"planned again with the copies graph {index} ran, measured "
-                f"{before.measured.measured_overhead:+.1%} against plain Inductor's graph, within max_overhead: "
-                f"runs graph {index}'s plan instead of measuring them again"
-            )
+        instead = self._plan_instead(again, plan, reason)
+        if instead is not None:
+            index, compiled_before, again.fallback = instead
             log.info("offload_pass: %s %s", again.graph_id, again.fallback)
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             self.compiled, self.plan_index, self.graph_id = compiled_before, index, f"graph {index}"
-            return
-        if reason == ReplanReason.ROOM and not _frees_more(again, plan):
-            # Spending the room is worth a plan only for a lower peak: the
-            # plan measured within runs on (never planned again).
-            again.fallback = (
-                f"planned again for the room under max_overhead, but predicts no lower peak than {plan.graph_id} "
-                f"({format_bytes(again.prediction.peak)} against {format_bytes(_peak(plan) or 0)}): "
-                f"runs {plan.graph_id}'s plan instead"
-            )
-            log.info("offload_pass: %s %s", again.graph_id, again.fallback)
-            self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             return
         log.info(
             "offload_pass: %s planned again as graph %d (%s): %s",
@@ -648,6 +626,33 @@ class CompiledGraph:
         self.graph_id = f"graph {plan_index}"
         self.calls = 1  # this call is the new graph's first
         self.measured_calls, self.plain_calls, self._last_measured = [], [], None
+
+    def _plan_instead(self, again: Any, plan: Any, reason: ReplanReason) -> Optional[tuple[int, Callable, str]]:
+        """The plan that runs in place of the re-plan ``again`` of ``plan``
+        (the one running now), compiled and measured already: its record's
+        index, its compiled function and why (``again.fallback``). None:
+        ``again`` runs."""
+        earlier = self._earlier_plan_alike(again)
+        if earlier is not None:
+            # The re-plan chose copies a plan of this graph ran and measured
+            # within max_overhead (a measured floor, mostly): measuring the
+            # copies once more would take another round of turns with plain
+            # Inductor's graph (calls that offload nothing) for one sample.
+            index, compiled = earlier
+            return index, compiled, (
+                f"planned again with the copies graph {index} ran, measured "
+                f"{self.backend.plans[index].measured.measured_overhead:+.1%} against plain Inductor's graph, "
+                f"within max_overhead: runs graph {index}'s plan instead of measuring them again"
+            )
+        if reason == ReplanReason.ROOM and not _frees_more(again, plan):
+            # Spending the room is worth a plan only for a lower peak: the
+            # plan measured within runs on (never planned again).
+            return self.plan_index, self.compiled, (  # type: ignore[return-value]
+                f"planned again for the room under max_overhead, but predicts no lower peak than {plan.graph_id} "
+                f"({format_bytes(again.prediction.peak)} against {format_bytes(_peak(plan) or 0)}): "
+                f"runs {plan.graph_id}'s plan instead"
+            )
+        return None
 
     def _earlier_plan_alike(self, again: Any) -> Optional[tuple[int, Callable]]:
         """mode="auto": an earlier plan of this graph (``self._plans``,

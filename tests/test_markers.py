@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
@@ -10,7 +11,23 @@ from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 
 
-def test_changing_marks_recompiles_with_new_plan():
+def _mark_another_module(model):
+    offload_pass.clear_marks(model)
+    offload_pass.offload_modules(model, "layers.1.mlp")
+
+
+def _keep_the_same_module(model):
+    # The module keeps a marked forward of the same code; only the mark
+    # behind it changes (Dynamo guards on its key, one guard).
+    offload_pass.keep_modules(model, "layers.0.mlp")
+
+
+@pytest.mark.parametrize(
+    "remark, offloaded",
+    [(_mark_another_module, ["mm_6", "view_18"]), (_keep_the_same_module, [])],
+    ids=["another module", "the same module kept"],
+)
+def test_changing_marks_recompiles_with_new_plan(remark, offloaded):
     model = make_decoder(layers=2, hidden=32, heads=4)
     x = torch.randn(2, 8, 32)
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
@@ -18,33 +35,16 @@ def test_changing_marks_recompiles_with_new_plan():
     offload_pass.offload_modules(model, "layers.0.mlp")
     compiled(x).backward()
     assert backend.plans[-1].offloaded == ["mm_2", "view_8"]
-    offload_pass.clear_marks(model)
-    offload_pass.offload_modules(model, "layers.1.mlp")
+    remark(model)
+    runtime.reset_stats()
     compiled(x).backward()
     assert len(backend.plans) == 2, "a changed mark must recompile, not reuse the old graph"
-    assert backend.plans[-1].offloaded == ["mm_6", "view_18"]
+    assert backend.plans[-1].offloaded == offloaded
+    assert runtime.stats()["offload_calls"] == len(offloaded)
     runtime.reset_stats()
     compiled(x).backward()
     assert len(backend.plans) == 2
-    assert runtime.stats()["offload_calls"] == 2
-
-
-def test_a_changed_mark_on_the_same_module_recompiles():
-    # The module keeps a marked forward of the same code both times; only the
-    # mark behind it changes (Dynamo guards on its key, one guard).
-    model = make_decoder(layers=2, hidden=32, heads=4)
-    x = torch.randn(2, 8, 32)
-    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
-    compiled = torch.compile(model, backend=backend)
-    offload_pass.offload_modules(model, "layers.0.mlp")
-    compiled(x).backward()
-    assert backend.plans[-1].offloaded == ["mm_2", "view_8"]
-    offload_pass.keep_modules(model, "layers.0.mlp")
-    runtime.reset_stats()
-    compiled(x).backward()
-    assert len(backend.plans) == 2, "a changed mark must recompile, not reuse the old graph"
-    assert backend.plans[-1].offloaded == []
-    assert runtime.stats()["offload_calls"] == 0
+    assert runtime.stats()["offload_calls"] == len(offloaded)
 
 
 def test_a_marked_module_costs_one_guard_on_its_mark_not_one_per_entry():
