@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -7,14 +9,18 @@ from offload_pass.registry import REGISTRY
 
 # No graph caches: a warm cache (from another test, or another run) must
 # never decide what a test sees, so no compiled graph is ever served from one.
-# Inductor's kernel cache stays on, in a directory new to this run: a hit is
-# the binary a build would give, and rebuilding the same small kernels test
-# after test was most of CI's time (offload_pass/compile_caches.py).
+# Inductor's kernel cache stays on, in a directory new to this run and shared
+# by its xdist workers: a hit is the binary a build would give, and rebuilding
+# the same small kernels test after test was most of CI's time
+# (offload_pass/compile_caches.py); the workers run the same models.
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _graph_caches_off(tmp_path_factory):
-    graph_caches_off(str(tmp_path_factory.mktemp("inductor_kernels")))
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is popen-gwN inside the run's own root.
+    run_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    graph_caches_off(str(run_root / "inductor_kernels"))
     yield
 
 

@@ -885,9 +885,21 @@ def _train(backend, steps, mark=None, every_step=False):
     return grads if every_step else grads[-1]
 
 
+# Plain Inductor's gradients by (steps, mark): the same compile of the same
+# model on the same inputs, made once per worker instead of once per test.
+_PLAIN_INDUCTORS: dict = {}
+
+
+def _plain_inductors(steps, mark=None):
+    key = (steps, mark)
+    if key not in _PLAIN_INDUCTORS:
+        _PLAIN_INDUCTORS[key] = _train("inductor", steps, mark)
+    return _PLAIN_INDUCTORS[key]
+
+
 def _assert_plain_inductors(grads, steps, mark=None):
     """``grads`` (one step's, or a list of steps') equal plain Inductor's."""
-    want = _train("inductor", steps, mark)
+    want = _plain_inductors(steps, mark)
     assert max(g.abs().max().item() for g in want.values()) > 1e-3  # a comparison that can fail
     for step, got in enumerate(grads if isinstance(grads, list) else [grads], 1):
         assert want.keys() == got.keys()

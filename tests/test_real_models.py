@@ -251,6 +251,17 @@ CASES = {
 # ------------------------------------------------------ compile, run once
 
 
+def _same_worker(build: Callable[[], torch.nn.Module]):
+    """The xdist group of every test on one model (``--dist loadgroup``): its
+    reference, its runs and their kernels are compiled once, on one worker,
+    not once on each worker its tests would otherwise be spread over."""
+    return pytest.mark.xdist_group(build.__name__)
+
+
+def _cases(names=CASES):
+    return [pytest.param(name, marks=_same_worker(CASES[name].build)) for name in names]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _module_inductor_cache(tmp_path_factory):
     """Inductor's caches on, in a directory new to this module: the offloaded
@@ -323,7 +334,7 @@ def table(r: Run, keep: Optional[Callable] = None) -> str:
 # ------------------------------------------------------------------ tests
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", _cases())
 def test_gradients_match_inductor(name):
     case, r = CASES[name], run(name)
     want = reference(case)
@@ -348,7 +359,7 @@ def test_gradients_match_inductor(name):
     assert max(g.abs().max().item() for g in want[0][1].values()) > 1e-4
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", _cases())
 def test_plan_names_modules_from_the_root(name):
     """Every saved tensor is attributed to a module by its qualified name in
     the model the user marked: ``model.layers.0.mlp``, never a name relative
@@ -362,7 +373,7 @@ def test_plan_names_modules_from_the_root(name):
     )
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", _cases())
 def test_offloaded_tensors_belong_to_marked_modules(name):
     case, r = CASES[name], run(name)
     offloaded = {e.module for _, e in entries(r) if e.decision == "offload"}
@@ -374,7 +385,7 @@ def test_offloaded_tensors_belong_to_marked_modules(name):
         assert under(module, case.marked)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", _cases())
 def test_unmarked_modules_keep_everything(name):
     case, r = CASES[name], run(name)
     stray = [(gid, e) for gid, e in entries(r) if e.decision == "offload" and not under(e.module, case.marked)]
@@ -383,7 +394,7 @@ def test_unmarked_modules_keep_everything(name):
     )
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", _cases())
 def test_marked_modules_offload_what_they_may(name):
     """Inside a marked module, a saved tensor stays only when it cannot move
     (graph input, parameter, model output, ...), never as "not marked"."""
@@ -397,6 +408,7 @@ def test_marked_modules_offload_what_they_may(name):
     )
 
 
+@_same_worker(build_qwen3_moe_grouped_mm)
 def test_grouped_mm_experts_saved_set():
     """What the grouped_mm experts save, per layer (for fc1 / act / fc2
     roles): the input of the first _grouped_mm (masked gathered hidden
@@ -425,7 +437,7 @@ def test_grouped_mm_experts_saved_set():
         ]), table(r, lambda e: e.module == module)
 
 
-@pytest.mark.parametrize("name", ["qwen3moe-loop-pattern-experts", "qwen3moe-loop-class-moe-block"])
+@pytest.mark.parametrize("name", _cases(["qwen3moe-loop-pattern-experts", "qwen3moe-loop-class-moe-block"]))
 def test_module_compiled_as_its_own_frame_names_its_own_ops(name):
     """After the graph breaks, Dynamo compiles each decoder layer's forward
     and the final norm's forward as frames of their own, from eager code and
@@ -454,6 +466,7 @@ if not os.environ.get("OFFLOAD_PASS_ALL_ROLE_SUBSETS"):
 
 
 @pytest.mark.parametrize("roles", _SUBSETS, ids=["+".join(s) for s in _SUBSETS])
+@_same_worker(build_qwen3_moe_grouped_mm)
 def test_grouped_mm_experts_roles(roles):
     """fc1: the masked gathered tokens (first _grouped_mm's input); act: the
     gate and up halves of its masked output; fc2: act(gate) * up (the second
@@ -485,6 +498,7 @@ def test_grouped_mm_experts_roles(roles):
         assert moved == sorted(role for role in roles for _ in expected[role]), table(r, lambda e: e.module == module)
 
 
+@_same_worker(build_qwen3_moe_loop)
 def test_experts_loop_marked_says_why_nothing_moves():
     """Hugging Face's per-expert loop (experts_implementation="eager") runs
     outside the compiled graphs: the marked experts offload nothing, and one
