@@ -31,7 +31,9 @@ What these models do to the pass (transformers 5.17, torch 2.13, CPU):
 Compile time dominates (about 15-35 s per model on 2 CPU cores, Inductor's
 C++ compile): each model's reference is compiled once for the module, and
 the module compiles into a fresh Inductor cache of its own (see
-``_module_inductor_cache``), so identical kernels and graphs are built once.
+``_module_inductor_cache``), so identical kernels and graphs are built once;
+under ``--dist loadgroup`` a model's tests all run on one worker
+(``_same_worker``), which holds its runs.
 """
 
 from __future__ import annotations
