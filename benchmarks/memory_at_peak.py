@@ -36,6 +36,7 @@ import torch
 
 import offload_pass
 import offload_pass.backend as backend_module
+from offload_pass import compiled_graph
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.planning.timeline import simulate_step
 
@@ -127,7 +128,9 @@ def main() -> None:
     model, backend = build(args)
     compiled = torch.compile(model, backend=backend)
     x = model_inputs(args, torch.bfloat16)
-    for _ in range(13):  # past the calibration's measured calls and its re-plans (compiled_graph.py)
+    # Past the calibration's measured calls and its re-plans (each re-plan is
+    # measured on its own calls FIRST_MEASURED_CALL on; at most two of them).
+    for _ in range(3 * (compiled_graph.FIRST_MEASURED_CALL + compiled_graph.MEASURED_CALLS)):
         model.zero_grad(set_to_none=True)
         run_model(compiled, x).backward()
     torch.cuda.synchronize()
