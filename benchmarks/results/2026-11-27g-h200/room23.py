@@ -3,9 +3,12 @@ the backward's first reloads (allocator events of ``_reload_buffer``), the
 highest memory since the reload before it, plus its bytes, against the
 ceiling the schedule used (the step's measured peak + reload_headroom 2 % of
 the bytes offloaded), and how many allocator events earlier it could have
-been issued under that ceiling.
+been issued under that ceiling. Given the simulated timeline too, the highest
+memory between each reload and the one before it as simulated (the plan's
+timeline, reload nodes in graph order) against the allocator's.
 
-  python benchmarks/results/2026-11-27g-h200/room23.py benchmarks/results/2026-11-27g-h200/callC_mem_events.json.gz
+  python benchmarks/results/2026-11-27g-h200/room23.py benchmarks/results/2026-11-27g-h200/callC_mem_events.json.gz \
+      [benchmarks/results/2026-11-27g-h200/callC_mem_simulated.json.gz]
 """
 import gzip
 import json
@@ -31,3 +34,14 @@ for k, i in enumerate(reloads[:12]):
         f"could go {i - j} of the {i - previous} events earlier"
     )
     previous = i
+
+if len(sys.argv) > 2:
+    simulated = json.load(gzip.open(sys.argv[2], "rt"))
+    nodes, live, phases = simulated["nodes"], simulated["live"], simulated["phases"]
+    backward_nodes = [i for i, p in enumerate(phases) if p != "forward"]
+    reload_nodes = [i for i in backward_nodes if nodes[i].endswith("_reload")]
+    node_from, event_from = backward_nodes[0], backward
+    for k, (i, a) in enumerate(zip(reload_nodes[:12], reloads[:12])):
+        sim, measured = max(live[node_from:i]), max(e[3] for e in events[event_from:a])
+        print(f"reload {k}: highest since the last, simulated {sim / 2**20:.1f} MiB, measured {measured / 2**20:.1f} ({(sim - measured) / 2**20:+.1f})")
+        node_from, event_from = i, a
