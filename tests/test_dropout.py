@@ -1,0 +1,130 @@
+"""Dropout: the masks a training forward draws are saved activations like any
+other (bool tensors), offloaded with their module and reloaded for the
+backward; and where mode="budget" recomputes, the masks must not be drawn
+again. Either way the offloaded step must draw the same masks as plain
+Inductor and give its loss and gradients bit for bit.
+
+The model is a tiny Hugging Face BERT (transformers' defaults keep dropout
+on: 0.1 on the hidden states and the attention probabilities), fp32, CPU.
+
+Why deterministic algorithms: BERT's token-type embedding gradient sums
+every position into one row, and the CPU kernel that does it (index_put with
+accumulate) adds in thread order: plain Inductor differs from itself there
+by ~3e-8 from run to run (transformers 5.17, torch 2.13). With
+``torch.use_deterministic_algorithms(True)`` both compiles add in one order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import offload_pass  # noqa: E402
+
+from offload_pass.enums import Decision  # noqa: E402
+
+LAYERS, VOCAB = 2, 64
+STEPS = 2
+SEED = 100
+# A dropout's mask in the joint graph: rand > p, a bool tensor.
+MASK_OP = "aten.gt"
+DROPOUTS = sorted(
+    ["bert.embeddings.dropout"]
+    + [f"bert.encoder.layer.{i}.{m}" for i in range(LAYERS) for m in ("attention.self", "attention.output.dropout", "output.dropout")]
+)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+def build_bert(dropout: float = 0.1) -> torch.nn.Module:
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    return BertForMaskedLM(BertConfig(
+        num_hidden_layers=LAYERS, hidden_size=32, num_attention_heads=4, intermediate_size=128,
+        vocab_size=VOCAB, max_position_embeddings=64,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+    ))
+
+
+def inputs(batch: int, seq: int) -> dict:
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(1))
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def train(model: torch.nn.Module, backend, batch: dict) -> list:
+    """(loss, grads) of each step; step i draws its masks from seed SEED + i."""
+    compiled = torch.compile(model, backend=backend)
+    history = []
+    for step in range(STEPS):
+        torch.manual_seed(SEED + step)
+        model.zero_grad(set_to_none=True)
+        loss = compiled(**batch).loss
+        loss.backward()
+        history.append((loss.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    torch._dynamo.reset()
+    return history
+
+
+def assert_same(got: list, want: list) -> None:
+    for step, ((l1, g1), (l2, g2)) in enumerate(zip(got, want)):
+        assert torch.equal(l1, l2), f"loss, step {step}: {l1.item()} != {l2.item()}"
+        differ = {n: (g1[n] - g2[n]).abs().max().item() for n in g2 if not torch.equal(g1[n], g2[n])}
+        assert not differ, f"step {step}: gradients not bit-identical (max abs diff per parameter): {differ}"
+
+
+def test_dropout_masks_are_offloaded_and_drawn_alike():
+    batch = inputs(2, 16)
+    want = train(build_bert(), "inductor", batch)
+    # Dropout is live: the steps draw other masks, so their losses differ
+    # (a comparison of masks that are never drawn would compare nothing).
+    assert not torch.equal(want[0][0], want[1][0])
+
+    model = build_bert()
+    offload_pass.offload_modules(model, "bert.encoder.layer.*.attention", "bert.encoder.layer.*.intermediate")
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    got = train(model, backend, batch)
+    assert_same(got, want)
+
+    (plan,) = backend.plans
+    masks = {e.module: e.decision for e in plan.entries if e.op == MASK_OP}
+    # The attention probabilities' mask and the attention output's are the
+    # marked modules'; the embeddings' and each layer's output's are not.
+    assert masks == {
+        **{f"bert.encoder.layer.{i}.attention.self": Decision.OFFLOAD for i in range(LAYERS)},
+        **{f"bert.encoder.layer.{i}.attention.output.dropout": Decision.OFFLOAD for i in range(LAYERS)},
+        **{f"bert.encoder.layer.{i}.output.dropout": Decision.KEEP for i in range(LAYERS)},
+        "bert.embeddings.dropout": Decision.KEEP,
+    }, str(plan)
+
+
+def test_budget_recomputes_around_dropout_without_drawing_masks_again():
+    # Long enough that activations outweigh the weights: with only the
+    # attention's scores marked, offload alone cannot reach half the peak.
+    batch = inputs(16, 64)
+    want = train(build_bert(), "inductor", batch)
+
+    model = build_bert()
+    offload_pass.offload_modules(model, "bert.encoder.layer.*.attention.self")
+    backend = offload_pass.make_backend(min_bytes=0, mode="budget", memory_budget=0.5)
+    got = train(model, backend, batch)
+    assert_same(got, want)
+
+    (plan,) = backend.plans
+    decisions = Counter(e.decision for e in plan.entries)
+    assert decisions[Decision.RECOMPUTE] and decisions[Decision.OFFLOAD], str(plan)
+    # The partitioner recomputes around the masks, never the draws: every
+    # mask is saved (kept or offloaded), one per dropout.
+    masks = [e for e in plan.entries if e.op == MASK_OP]
+    assert sorted(e.module for e in masks) == DROPOUTS, str(plan)
+    assert all(e.decision != Decision.RECOMPUTE for e in masks), str(plan)
