@@ -16,6 +16,7 @@ by ~3e-8 from run to run (transformers 5.17, torch 2.13). With
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -26,6 +27,8 @@ transformers = pytest.importorskip("transformers")
 import offload_pass  # noqa: E402
 
 from offload_pass.enums import Decision  # noqa: E402
+
+from conftest import DEVICES  # noqa: E402
 
 LAYERS, VOCAB = 2, 64
 STEPS = 2
@@ -46,7 +49,14 @@ def _deterministic():
     torch.use_deterministic_algorithms(before)
 
 
-def build_bert(dropout: float = 0.1) -> torch.nn.Module:
+@pytest.fixture(params=DEVICES)
+def device(request):
+    if request.param == "cuda" and os.environ.get("CUBLAS_WORKSPACE_CONFIG") is None:
+        pytest.skip("deterministic cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts")
+    return request.param
+
+
+def build_bert(device: str, dropout: float = 0.1) -> torch.nn.Module:
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
@@ -54,11 +64,11 @@ def build_bert(dropout: float = 0.1) -> torch.nn.Module:
         num_hidden_layers=LAYERS, hidden_size=32, num_attention_heads=4, intermediate_size=128,
         vocab_size=VOCAB, max_position_embeddings=64,
         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-    ))
+    )).to(device)
 
 
-def inputs(batch: int, seq: int) -> dict:
-    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(1))
+def inputs(batch: int, seq: int, device: str) -> dict:
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(1)).to(device)
     return {"input_ids": ids, "labels": ids.clone()}
 
 
@@ -83,14 +93,14 @@ def assert_same(got: list, want: list) -> None:
         assert not differ, f"step {step}: gradients not bit-identical (max abs diff per parameter): {differ}"
 
 
-def test_dropout_masks_are_offloaded_and_drawn_alike():
-    batch = inputs(2, 16)
-    want = train(build_bert(), "inductor", batch)
+def test_dropout_masks_are_offloaded_and_drawn_alike(device):
+    batch = inputs(2, 16, device)
+    want = train(build_bert(device), "inductor", batch)
     # Dropout is live: the steps draw other masks, so their losses differ
     # (a comparison of masks that are never drawn would compare nothing).
     assert not torch.equal(want[0][0], want[1][0])
 
-    model = build_bert()
+    model = build_bert(device)
     offload_pass.offload_modules(model, "bert.encoder.layer.*.attention", "bert.encoder.layer.*.intermediate")
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     got = train(model, backend, batch)
@@ -108,13 +118,13 @@ def test_dropout_masks_are_offloaded_and_drawn_alike():
     }, str(plan)
 
 
-def test_budget_recomputes_around_dropout_without_drawing_masks_again():
+def test_budget_recomputes_around_dropout_without_drawing_masks_again(device):
     # Long enough that activations outweigh the weights: with only the
     # attention's scores marked, offload alone cannot reach half the peak.
-    batch = inputs(16, 64)
-    want = train(build_bert(), "inductor", batch)
+    batch = inputs(16, 64, device)
+    want = train(build_bert(device), "inductor", batch)
 
-    model = build_bert()
+    model = build_bert(device)
     offload_pass.offload_modules(model, "bert.encoder.layer.*.attention.self")
     backend = offload_pass.make_backend(min_bytes=0, mode="budget", memory_budget=0.5)
     got = train(model, backend, batch)
