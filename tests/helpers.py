@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
 import torch
 
 import offload_pass
+
+
+@contextlib.contextmanager
+def same_kernel_configs():
+    """Inductor picks some kernels' configs by timing them on the GPU
+    (reductions: how the sum is split): on an H100 two compiles of one graph
+    gave fp32 losses 1 ulp apart, with and without offload. Deterministic
+    mode picks without timing. PyTorch's deterministic algorithms too: some
+    kernels add in thread order otherwise (the CPU's index_put with
+    accumulate, an embedding's gradient: tests/test_dropout.py)."""
+    config = torch._inductor.config
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with config.patch({"deterministic": True} if hasattr(config, "deterministic") else {}):
+            yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def default_step(compiled, inputs):

@@ -49,7 +49,10 @@ def test_fused_matches_reference(device, dtype, activation):
     torch.testing.assert_close(fc2_input, gm._act(ref_act, activation), **TOL[dtype])
     assert not act_input.requires_grad and not fc2_input.requires_grad
 
-    grad = torch.randn_like(out)
+    # Drawn from a generator of its own, as the inputs are: from the global
+    # one, the draw depended on the tests run before on the same worker
+    # (about 1 in 20 draws puts one bf16 w1 element past TOL).
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(device, dtype)
     got = torch.autograd.grad(out, (x, w1, w2), grad)
     ref = torch.autograd.grad(want, (x, w1, w2), grad)
     for name, a, b in zip(("x", "w1", "w2"), got, ref):

@@ -1,7 +1,5 @@
 """Offloaded compile == plain Inductor compile: losses and gradients, several steps."""
 
-import contextlib
-
 import pytest
 import torch
 
@@ -10,7 +8,7 @@ from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 
 from conftest import DEVICES
-from helpers import assert_same_training
+from helpers import assert_same_training, same_kernel_configs
 
 MARKS = {
     "attn+mlp pattern": lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp"),
@@ -42,22 +40,6 @@ def test_decoder_gradients_match(device, mark):
     # Each copy read the buffer its release waited for (on CUDA: no
     # temporary the compiler made for the op, rewriting/copy_source.py).
     assert stats["temporary_sources"] == 0
-
-
-@contextlib.contextmanager
-def same_kernel_configs():
-    """Inductor picks some kernels' configs by timing them on the GPU
-    (reductions: how the sum is split): on an H100 two compiles of one graph
-    gave fp32 losses 1 ulp apart, with and without offload. Deterministic
-    mode picks without timing."""
-    config = torch._inductor.config
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        with config.patch({"deterministic": True} if hasattr(config, "deterministic") else {}):
-            yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 @pytest.mark.parametrize("device", DEVICES)

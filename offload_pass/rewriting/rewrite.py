@@ -36,6 +36,7 @@ from offload_pass.enums import CopyKind, PassName
 from offload_pass.planning.lifetimes import CopyLifetime
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.rewriting import copy_source  # noqa: F401  (Inductor's layout of offload's input)
+from offload_pass.rewriting import reload_alignment  # noqa: F401  (Inductor's alignment of reloads)
 from offload_pass.runtime import OPS, PAGE_BYTES, extent_bytes
 from offload_pass.planning.saved_set import saved_positions
 
