@@ -100,12 +100,20 @@ def test_dropout_masks_are_offloaded_and_drawn_alike(device):
     assert not torch.equal(want[0][0], want[1][0])
 
     model = build_bert(device)
-    offload_pass.offload_modules(model, "bert.encoder.layer.*.attention", "bert.encoder.layer.*.intermediate")
+    marked = offload_pass.offload_modules(model, "bert.encoder.layer.*.attention", "bert.encoder.layer.*.intermediate")
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     got = train(model, backend, batch)
     assert_same(got, want)
 
     (plan,) = backend.plans
+    # Every tensor offloaded is named by a module inside a marked one, those
+    # the partitioner moved from the backward into the forward too (the layer
+    # norms' rstd / N: named by their forward op's module).
+    stray = [
+        (e.name, e.module) for e in plan.entries
+        if e.decision == Decision.OFFLOAD and not any(e.module == m or e.module.startswith(m + ".") for m in marked)
+    ]
+    assert not stray, str(plan)
     masks = {e.module: e.decision for e in plan.entries if e.op == MASK_OP}
     # The attention probabilities' mask and the attention output's are the
     # marked modules'; the embeddings' and each layer's output's are not.

@@ -134,8 +134,12 @@ def clean_dynamo_path(path: str) -> str:
 def module_name(node: fx.Node, frame_prefix: str = "") -> str:
     """Qualified name of the innermost module ``node`` was traced in ("" if
     none). ``frame_prefix`` names the frame's root module where the module
-    itself was never remembered (a model that was not marked)."""
-    stack = node.meta.get("nn_module_stack")
+    itself was never remembered (a model that was not marked). A node the
+    partitioner moved from the backward into the forward (a layer norm's
+    ``rstd / N``) has no module stack of its own: it is named by its forward
+    op's (``fwd_nn_module_stack``, the same ``seq_nr`` by which its mark
+    reached it)."""
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
     if not stack:
         return frame_prefix
     key, (path, *_rest) = list(stack.items())[-1]
