@@ -12,13 +12,13 @@ Why deterministic kernels (``helpers.same_kernel_configs``): BERT's
 token-type embedding gradient sums every position into one row, and the CPU
 kernel that does it (index_put with accumulate) adds in thread order: plain
 Inductor differs from itself there by ~3e-8 from run to run (transformers
-5.17, torch 2.13). On the GPU, Inductor also picks how a reduction is split
-by timing it, so two compiles can add in other orders (1e-12 to 1e-8 apart
-on the H200, torch 2.11, with PyTorch's deterministic algorithms alone).
+5.17, torch 2.13). On the GPU, Inductor also picks how some reductions are
+split by timing them, so two compiles could add in other orders.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -31,7 +31,7 @@ import offload_pass  # noqa: E402
 from offload_pass.enums import Decision  # noqa: E402
 
 from conftest import DEVICES  # noqa: E402
-from helpers import same_kernel_configs  # noqa: E402
+from helpers import same_kernel_configs, train_steps  # noqa: E402
 
 LAYERS, VOCAB = 2, 64
 STEPS = 2
@@ -72,15 +72,17 @@ def inputs(batch: int, seq: int, device: str) -> dict:
 
 
 def train(model: torch.nn.Module, backend, batch: dict) -> list:
-    """(loss, grads) of each step; step i draws its masks from seed SEED + i."""
-    compiled = torch.compile(model, backend=backend)
-    history = []
-    for step in range(STEPS):
-        torch.manual_seed(SEED + step)
-        model.zero_grad(set_to_none=True)
+    """``train_steps``' (loss, grads) of each step; step i draws its masks
+    from seed SEED + i, in both compiles alike."""
+    seeds = itertools.count(SEED)
+
+    def seeded_step(compiled, batch):
+        torch.manual_seed(next(seeds))
         loss = compiled(**batch).loss
         loss.backward()
-        history.append((loss.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        return loss
+
+    history = train_steps(model, backend, batch, STEPS, seeded_step)
     torch._dynamo.reset()
     return history
 
