@@ -23,7 +23,8 @@ backend that compiled it (its step tracker and records) and, on CUDA, a
   or the stalls on copies by more than ``STALL_TOLERANCE``, 1 % of the step;
   under mode="budget", a measured peak over the budget; under mode="auto",
   a measured step over ``max_overhead``: ``calibration.overhead_as_measured``, against
-  plain Inductor's graph measured beside the plan where it was), the next call with
+  plain Inductor's graph measured beside the plan where it was; a re-plan's own
+  peak off by more than 3 %), the next call with
   gradients on fits a ``Calibration`` (``planning/calibration.py``) and
   compiles the graph once more under it, from that call's inputs: a new
   record whose plan says what it was calibrated by and why

@@ -98,3 +98,4 @@ class ReplanReason(Word):
     BUDGET = "budget"  # mode="budget": the measured peak over the budget the plan predicted it within
     OVERHEAD = "overhead"  # mode="auto": the measured step is over max_overhead (+ STALL_TOLERANCE)
     ROOM = "room"  # mode="auto": measured under max_overhead by more than ROOM_MARGIN, with copies left to choose
+    PEAK = "peak"  # a re-plan's own peak off its prediction by more than REPLAN_TOLERANCE (second re-plan only)

@@ -179,6 +179,35 @@ def test_replan_reason_prediction_once_budget_once():
     assert replan_reason(check(1.02, 1010), 1005, [], candidates=0) is budget
 
 
+def test_a_re_plan_whose_own_peak_is_off_is_planned_once_more():
+    # The decoder at budget 0.2 on the H200 (twenty-fifth session): the
+    # first plan predicted its peak to 3 KiB, its re-plan 62 MiB (6.4 %) low.
+    predicted = _prediction(peak=1000)
+
+    def check(peak, step_scale=1.0):
+        return check_prediction(predicted, MeasuredCall(2, 10.0 * step_scale, 20.0 * step_scale, 0.0, 0.0, peak))
+
+    prediction, budget, peak = ReplanReason.PREDICTION, ReplanReason.BUDGET, ReplanReason.PEAK
+    # A re-plan's peak off by more than 3 %, either way: planned once more, whatever the first re-plan was for.
+    assert replan_reason(check(1064), None, [prediction]) is peak
+    assert replan_reason(check(960), None, [prediction]) is peak
+    assert replan_reason(check(1064), 900, [budget]) is peak
+    assert replan_reason(check(1064, step_scale=1.1), None, [prediction]) is peak
+    # Within 3 %, or the step alone off: kept (the first re-plan corrected the step).
+    assert replan_reason(check(1029), None, [prediction]) is None
+    assert replan_reason(check(1000, step_scale=1.1), None, [prediction]) is None
+    # A first plan is the prediction's re-plan; a peak not measured says nothing.
+    assert replan_reason(check(1064), None, []) is prediction
+    assert replan_reason(check(None), None, [prediction]) is None
+    # Once, and only as the second re-plan: a graph is planned at most twice more.
+    assert replan_reason(check(1064), None, [prediction, peak]) is None
+    assert replan_reason(check(1064), None, [prediction, budget]) is None
+    # A measured peak over the budget the re-plan predicted within is the budget's re-plan.
+    assert replan_reason(check(1064), 1030, [prediction]) is budget
+    # Nothing a plan could decide: never.
+    assert replan_reason(check(1064), None, [prediction], candidates=0) is None
+
+
 def test_auto_is_planned_again_when_measured_stalls_break_max_overhead():
     # The test decoder at max_overhead 1 % on the H200 (twelfth session):
     # after its prediction re-plan, the plan predicted +0.2 % and no stall,
@@ -1552,13 +1581,19 @@ def test_a_re_plan_skips_the_levels_out_of_reach_before(device_measured):
     # Offload and recompute miss the budget by 2 %: every level is tried
     # once; the re-plan (the prediction 5 % off) partitions again only the
     # levels the larger peak offset leaves within 3 % of the budget, and no
-    # budget re-plan follows (the plan says it is out of reach).
+    # budget re-plan follows (the plan says it is out of reach). The
+    # re-plan's own peak, 5 % off again, is planned once more for it.
     device_measured.figures = _peaks_five_percent_over
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.45, min_bytes=0)
     device_measured.backend = backend
     grads = _train(backend, steps=2 * CHECKED - 1, mark=_attention_marked, every_step=True)
-    assert [p.replan_reason for p in backend.plans] == [None, "prediction"], [str(p) for p in backend.plans]
-    first, second = backend.plans
+    assert [p.replan_reason for p in backend.plans] == [None, "prediction", "peak"], [str(p) for p in backend.plans]
+    first, second, third = backend.plans
+    assert "out of reach by offload and recompute" in second.selection
+    assert abs(second.measured.peak_error) > REPLAN_TOLERANCE
+    assert third.calibration.peak_offset == second.measured.measured.peak - second.prediction.timeline_peak
+    assert third.calibration.peak_offset > second.calibration.peak_offset > 0
+    assert "planned again (the peak of the plan before, itself a re-plan, was off by more than 3%)" in str(third)
     assert "out of reach by offload and recompute" in first.selection
     # Every level was partitioned (less those saving a set tried already).
     assert {t.level for t in first.recompute_trials} <= {None, *RECOMPUTE_LEVELS}

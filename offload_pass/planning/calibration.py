@@ -27,7 +27,8 @@ above what was allocated when the forward started). Gives:
   predicted it within (once), or, under mode="auto", a measured step over
   ``max_overhead`` (``overhead_as_measured``: against plain Inductor's
   graph measured beside the plan, ``PredictionCheck.plain``, where it was;
-  once); ``overhead_allowed``: the slowdown over the predicted step without
+  once), or a re-plan's own peak off its prediction (the second re-plan
+  only); ``overhead_allowed``: the slowdown over the predicted step without
   offload that a re-plan's selection may spend. A
   graph is planned at most twice more;
 - ``choose_fallback``: under mode="auto", what a graph whose last plan
@@ -461,7 +462,18 @@ def replan_reason(
     or the second re-plan: a graph is planned at most twice more. A room
     re-plan measured over max_overhead is planned again for the overhead
     where a re-plan is left; the last plan over max_overhead +
-    ``OVERHEAD_NOISE`` falls back (``choose_fallback``)."""
+    ``OVERHEAD_NOISE`` falls back (``choose_fallback``).
+
+    A re-plan whose own peak is off its prediction by more than the
+    tolerance, where no reason above applies, is planned once more as the
+    second re-plan (``ReplanReason.PEAK``): the calibration's peak offset was
+    measured where the plan before had its peak, and the re-plan's peak
+    stands elsewhere. The decoder at budget 0.2 on the H200 (twenty-fifth
+    session): the first plan's peak predicted to 3 KiB, its re-plan's 62 MiB
+    (6.4 %) low, at layer 0's attention backward, where Inductor's fused
+    RMSNorm weight-gradient kernel keeps two 32 MiB buffers alive past their
+    last use in the graph; a plan of the same copies calibrated on that
+    miss predicted 935.4 MiB and measured 937.1."""
     if nothing_to_decide(candidates, budget):
         return None
     if not done and not check.within():
@@ -484,6 +496,11 @@ def replan_reason(
         and measured < max_overhead - room_margin(max_overhead)
     ):
         return ReplanReason.ROOM
+    if (
+        done and len(done) < 2 and ReplanReason.PEAK not in done
+        and check.peak_error is not None and abs(check.peak_error) > REPLAN_TOLERANCE
+    ):
+        return ReplanReason.PEAK
     return None
 
 

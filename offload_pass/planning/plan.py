@@ -252,6 +252,8 @@ def _replanned_because(reason: Optional[ReplanReason]) -> str:
             "where that was not measured, its stalls on copies and its forward past the device's speed by more "
             f"than {STALL_TOLERANCE:.0%} of the step)"
         )
+    if reason == ReplanReason.PEAK:
+        return f" (the peak of the plan before, itself a re-plan, was off by more than {REPLAN_TOLERANCE:.0%})"
     if reason == ReplanReason.ROOM:
         return (
             " (the measured step was under max_overhead against plain Inductor's graph measured beside it by "
