@@ -65,7 +65,7 @@ from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
 from offload_pass.units import format_bytes, mib
 from offload_pass.views import retrace_view_vals
-from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors
+from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors, traced_modules
 from offload_pass.planning.timeline import simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
@@ -434,6 +434,7 @@ def _partition_and_plan(
             return None
         seen.add(key)
     plan = plan_saved_tensors(saved, config, graph_id)
+    modules = traced_modules(fw_gm, prefix)
     before = (render_graph(fw_gm), render_graph(bw_gm)) if backend.keep_graphs else None
     count_cpu = _runs_on_cpu(fw_gm, graph_id)
     timeline_before = simulate_step(fw_gm, bw_gm, count_cpu)
@@ -468,6 +469,7 @@ def _partition_and_plan(
     fw_gm, bw_gm = backend._rewrite(fw_gm, bw_gm, schedule, lifetimes, graph_id)
     timeline_after = simulate_step(fw_gm, bw_gm, count_cpu)
     plan = schedule.plan
+    plan.modules = modules
     plan.recompute_level = level
     plan.budget = budget
     plan.max_overhead = config.max_overhead if config.mode == Mode.AUTO else None

@@ -64,16 +64,20 @@ def test_a_graph_called_twice_in_a_step_counts_twice():
 
 class EagerLoop(nn.Module):
     """Like Hugging Face's default MoE experts: a data-dependent loop
-    (``nonzero``) that Dynamo runs outside the compiled graphs."""
+    (``nonzero``, ``tolist``). Dynamo breaks the graph there and compiles
+    the loop's body for the rows hit, where the experts save nothing they
+    produced (the ``tanh`` after them saves its own output); ``eager`` runs
+    outside every compiled graph (``torch._dynamo.disable``)."""
 
     def __init__(self):
         super().__init__()
         self.proj = nn.Linear(8, 8)
         self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.eager = Uncompiled()
         self.out = nn.Linear(8, 8)
 
     def forward(self, x):
-        h = self.proj(x)
+        h = self.eager(self.proj(x))
         hit = (h.sum(-1) > 0).nonzero()
         y = torch.zeros_like(h)
         for i in hit[:, 0].tolist():
@@ -81,19 +85,35 @@ class EagerLoop(nn.Module):
         return self.out(y).pow(2).mean()
 
 
-def test_a_marked_module_with_nothing_offloaded_is_named_once(recwarn):
+class Uncompiled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    @torch._dynamo.disable
+    def forward(self, x):
+        return self.linear(x).sigmoid()
+
+
+def test_a_marked_module_with_nothing_offloaded_is_named_once_with_why(recwarn):
     torch.manual_seed(0)
     model = EagerLoop()
-    offload_pass.offload_modules(model, "experts", "out")
+    offload_pass.offload_modules(model, "experts", "eager", "out")
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     compiled = torch.compile(model, backend=backend)
     for _ in range(2):
         compiled(torch.randn(6, 8)).backward()
-    messages = [str(w.message) for w in recwarn if "is marked for offload but nothing" in str(w.message)]
-    assert len(messages) == 1, messages
-    assert messages[0].startswith("offload_pass: module experts is marked for offload but nothing it saves "
-                                  "was offloaded in step 1: no graph of the step saved a tensor it produced")
-    assert "TORCH_LOGS=graph_breaks" in messages[0]
+    messages = sorted(str(w.message) for w in recwarn if "is marked for offload but nothing" in str(w.message))
+    prefix = "offload_pass: module {} is marked for offload but nothing it saves was offloaded in step 1: "
+    loop_graph = next(p.graph_id for p in backend.plans if "experts.0" in p.modules)
+    assert messages == [
+        prefix.format("eager") + "no graph of the step saved a tensor it produced, and none ran its ops: Dynamo ran "
+        "its forward outside the compiled graphs (graph breaks inside it, such as a data-dependent loop; "
+        "TORCH_LOGS=graph_breaks lists them)",
+        prefix.format("experts") + f"it ran inside the compiled {loop_graph}, and the partitioner saved nothing it "
+        "produced (what its backward reads, if anything, other modules produced)",
+    ], messages
+    assert not any(m.startswith("eager") for p in backend.plans for m in p.modules)
     # The module that did offload is not named.
     assert any(e.module == "out" and e.decision == "offload" for p in backend.plans for e in p.entries)
 

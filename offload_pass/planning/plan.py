@@ -129,6 +129,10 @@ class OffloadPlan:
     # what the graph runs instead and why (``calibration.choose_fallback``);
     # None: it runs this plan.
     fallback: Optional[str] = None
+    # The modules with an op in the forward graph (saved_set.traced_modules):
+    # the step report tells a marked module that ran inside this graph and
+    # saved nothing from one Dynamo ran outside the compiled graphs.
+    modules: frozenset[str] = frozenset()
 
     @property
     def predicted_reduction(self) -> Optional[int]:

@@ -26,7 +26,9 @@ from offload_pass.annotation.mlp_roles import MLP_ROLES, MlpRoles, mlp_roles
 from offload_pass.marking.naming import module_name
 from offload_pass.marking.roles import roles_of
 
-__all__ = ["SavedTensor", "collect_saved_tensors", "is_tangent", "saved_positions", "check_requested_roles"]
+__all__ = [
+    "SavedTensor", "collect_saved_tensors", "is_tangent", "saved_positions", "check_requested_roles", "traced_modules",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,6 +287,16 @@ def collect_saved_tensors(
     for name, position in sorted(positions.items(), key=lambda kv: kv[1]):
         records.append(_saved_record(fw_nodes[name], position, first_use.get(name, -1), facts))
     return records
+
+
+def traced_modules(fw_gm: fx.GraphModule, module_prefix: str = "") -> frozenset[str]:
+    """The modules (qualified names, as ``SavedTensor.module`` names them)
+    that have an op in the forward graph ``fw_gm``: a marked module among
+    them ran inside a compiled graph, whatever it saved."""
+    return frozenset(
+        module_name(n, module_prefix) for n in fw_gm.graph.nodes
+        if n.op == "call_function" and (n.meta.get("nn_module_stack") or n.meta.get("fwd_nn_module_stack"))
+    )
 
 
 def check_requested_roles(graph: fx.Graph, mlp: MlpRoles) -> None:

@@ -135,10 +135,17 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
                 f"{n} {reason}" for reason, n in reasons
             )
         else:
+            ran_in = sorted(
+                {plan.graph_id for plan, _ in report.graphs
+                 if any(m == name or m.startswith(name + ".") or not name for m in plan.modules)}
+            )
             why = (
-                "no graph of the step saved a tensor it produced: Dynamo ran its forward outside "
-                "the compiled graphs (graph breaks inside it, such as a data-dependent loop; "
-                "TORCH_LOGS=graph_breaks lists them), or the partitioner saves nothing of it"
+                f"it ran inside the compiled {', '.join(ran_in)}, and the partitioner saved nothing it "
+                "produced (what its backward reads, if anything, other modules produced)"
+            ) if ran_in else (
+                "no graph of the step saved a tensor it produced, and none ran its ops: Dynamo ran its "
+                "forward outside the compiled graphs (graph breaks inside it, such as a data-dependent "
+                "loop; TORCH_LOGS=graph_breaks lists them)"
             )
         found.append((name, why))
     return found
