@@ -112,6 +112,11 @@ class StepReport:
 _FRAME_INPUT_REASONS = ("graph input", "view of a graph input")
 
 
+def _under(module: str, name: str) -> bool:
+    """Whether ``module`` is the marked module ``name`` or inside it ("": the root, every module)."""
+    return not name or module == name or module.startswith(name + ".")
+
+
 def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[tuple[str, str]]:
     """(module, why) for each module marked for offload of which nothing was
     offloaded in the step. A pure function over the report's plans."""
@@ -119,7 +124,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
     for name in marked:
         mine = [
             e for plan, _ in report.graphs for e in plan.entries
-            if e.module == name or e.module.startswith(name + ".") or f"module {name}" in e.reason
+            if _under(e.module, name) or f"module {name}" in e.reason
         ]
         if any(e.decision != Decision.KEEP for e in mine):  # offloaded or recomputed
             continue
@@ -135,10 +140,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
                 f"{n} {reason}" for reason, n in reasons
             )
         else:
-            ran_in = sorted(
-                {plan.graph_id for plan, _ in report.graphs
-                 if any(m == name or m.startswith(name + ".") or not name for m in plan.modules)}
-            )
+            ran_in = sorted({plan.graph_id for plan, _ in report.graphs if any(_under(m, name) for m in plan.modules)})
             why = (
                 f"it ran inside the compiled {', '.join(ran_in)}, and the partitioner saved nothing it "
                 "produced (what its backward reads, if anything, other modules produced)"
