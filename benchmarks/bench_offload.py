@@ -38,10 +38,13 @@ the streams the copies ran on, and how much of it overlapped compute kernels.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import contextlib
 import gzip
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -278,6 +281,39 @@ def profile_step(step, keep_trace: Optional[str] = None) -> dict:
 HF_MODELS = ("hf_llama", "hf_qwen3_moe")
 
 
+def host_profile_forward(forward: Callable[[], torch.Tensor], zero_grad: Callable[[], None], path: str) -> None:
+    """Where the host's time to issue the forward goes, written to ``path``:
+    cProfile over 5 synchronized forwards (each followed by its backward,
+    unprofiled), by own time and by cumulative time, then one forward under
+    torch.profiler (CPU and CUDA runtime calls), by self CPU time: a call
+    that blocks the host (a copy into pageable memory, an allocator's
+    synchronize) stands out in either."""
+    from torch.profiler import ProfilerActivity, profile
+
+    profiler = cProfile.Profile()
+    for _ in range(5):
+        zero_grad()
+        torch.cuda.synchronize()
+        profiler.enable()
+        loss = forward()
+        profiler.disable()
+        loss.backward()
+        torch.cuda.synchronize()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+    zero_grad()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        loss = forward()
+    loss.backward()
+    torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+    with open(path, "w") as f:
+        f.write("torch.profiler, one forward, by self CPU time:\n" + table + "\n\ncProfile, 5 forwards:\n" + text.getvalue())
+
+
 def hf_model(args: argparse.Namespace, dtype: torch.dtype, device: str = "cuda") -> torch.nn.Module:
     """A Hugging Face decoder from a config (nothing downloaded): Llama, or
     Qwen3-MoE with grouped_mm experts (top-2 routing). ``args``: model,
@@ -460,6 +496,12 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
                 safe = "".join(c if c.isalnum() else "_" for c in name)
                 trace = os.path.join(args.trace_dir, f"{mark.replace(':', '')}_{safe}.json.gz")
             result["profile"] = profile_step(step, trace)
+        if args.host_profile:
+            os.makedirs(args.host_profile, exist_ok=True)
+            safe = "".join(c if c.isalnum() else "_" for c in name)
+            host_profile_forward(
+                forward, lambda: model.zero_grad(set_to_none=True), os.path.join(args.host_profile, f"host_{safe}.txt")
+            )
     offloaded_mib = None
     by_role: dict[str, float] = {}
     if plan is None and kind == "offload_pass":
@@ -524,6 +566,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # The host's time to issue the forward (nothing synchronized inside):
         # near forward_ms, the forward is as fast as the host launches it.
         "host_forward_ms": statistics.median(host_forward_times),
+        "host_forward_range_ms": (min(host_forward_times), max(host_forward_times)),
         # The synchronized loop's period: the step plus the loop's own time
         # (zero_grad, the synchronize) outside it.
         "iteration_ms": statistics.median(iteration_times),
@@ -774,6 +817,11 @@ def main() -> None:
         "--settle", type=int, default=10,
         help="with --paired: synchronized steps each block runs untimed first (its first steps run at the "
         "clock the block before left)",
+    )
+    p.add_argument(
+        "--host-profile", default=None, metavar="DIR",
+        help="after each variant's timed steps, where the host's time to issue the forward goes "
+        "(cProfile and torch.profiler, DIR/host_<variant>.txt)",
     )
     p.add_argument("--json", default=None)
     args = p.parse_args()
