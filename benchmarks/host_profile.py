@@ -7,14 +7,23 @@ by cumulative time): where the host spends what offloading adds.
   python benchmarks/host_profile.py OUT [--max-overhead 0.01] [bench_offload.py's model arguments]
   python benchmarks/host_profile.py OUT --model hf_llama --layers 8 --hidden 2048 --heads 16 --ffn 5632 --batch 1
 
-CUDA only. The offload_pass variant is ``mode="auto"`` with nothing marked.
+CUDA only. The offload_pass variant is ``mode="auto"`` with nothing marked,
+or ``--variant`` in bench_offload.py's form (``--variant
+"offload_pass[none](mode=budget;memory_budget=0.6)"``); it runs
+bench_offload.py's warm-up (``--warmup`` steps, then until no plan changes)
+before anything is timed. Each variant's row also gives the process's
+threads that used CPU time over the 20 timed steps (``/proc/self/task``): a
+busy thread beside the main one slows every call the main thread makes
+(they share the GIL whenever a torch call releases it).
 
 ``--breakdown`` splits the offload_pass forward's host time further, each
 row the median of 20 synchronized forwards of the same compiled graphs with
 a part of the runtime ops timed or stubbed out (the gradients of those steps
 are garbage; nothing is checked, only the host's time is read): ``timed
 inside`` puts a clock around the offload's body and its parts (nested: a
-part's time is also in the body's); ``no copy`` replaces the copy's launch (stream switch, events,
+part's time is also in the body's); ``each copy 4 KiB`` launches every copy
+as before but of its first 4 KiB only (the host's calls alike, next to no
+copy traffic); ``no copy`` replaces the copy's launch (stream switch, events,
 ``copy_``) by a recorded event; ``no copy, no slot`` also hands out one
 host tensor per slot, made once; ``no offload body`` returns that tensor
 straight away. What is left against plain Inductor is the dispatcher and
@@ -46,6 +55,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out")
     p.add_argument("--max-overhead", type=float, default=0.01)
+    p.add_argument("--variant", default=None, help="the offload_pass variant, as bench_offload.py names it")
+    p.add_argument("--warmup", type=int, default=18, help="steps before the settling steps and the timed ones")
     p.add_argument("--breakdown", action="store_true", help="split the forward's host time (see above)")
     bench_offload.add_model_args(p)  # bench_offload's model arguments and defaults (the decoder)
     args = p.parse_args()
@@ -58,17 +69,25 @@ def main() -> None:
         torch._dynamo.reset()
         torch.manual_seed(0)
         model = bench_offload.build_model(args)
-        backend = "inductor" if variant == "inductor" else offload_pass.make_backend(
-            mode="auto", max_overhead=args.max_overhead
+        settings = (
+            {"mode": "auto", "max_overhead": args.max_overhead} if args.variant is None
+            else bench_offload.parse_overrides(args.variant)
         )
+        if args.variant is not None and bench_offload.variant_mark(args.variant, "none") != "none":
+            raise SystemExit(f"host_profile.py: --variant {args.variant!r}: only [none] (nothing marked) is supported")
+        backend = "inductor" if variant == "inductor" else offload_pass.make_backend(**settings)
         compiled = torch.compile(model, backend=backend)
 
         def step() -> None:
             model.zero_grad(set_to_none=True)
             bench_offload.run_model(compiled, x).backward()
 
-        for _ in range(18):  # compiles, calls 6-8 measured, a re-plan at 9 and its measured calls (14-16)
+        for _ in range(args.warmup):
             step()
+            torch.cuda.synchronize()
+        if variant == "offload_pass":
+            bench_offload.steps_until_settled(lambda: (step(), torch.cuda.synchronize()), backend, limit=4 * args.warmup + 200)
+        threads_before = _thread_cpu()
         def host_forwards() -> list[float]:
             hosts = []
             for _ in range(20):
@@ -82,6 +101,7 @@ def main() -> None:
             return hosts
 
         hosts = host_forwards()
+        busy = _busy_threads(threads_before, _thread_cpu())
         _count_generated(args.out, variant)
         if args.breakdown and variant == "offload_pass":
             _breakdown(host_forwards, statistics.median(hosts))
@@ -101,10 +121,33 @@ def main() -> None:
         offloaded = backend.plans[-1].offloaded_bytes / 2**20 if variant == "offload_pass" else 0.0
         print(
             f"{variant}: host issues the forward in {statistics.median(hosts):.2f} ms (median of 20; least "
-            f"{min(hosts):.2f}), {offloaded:.0f} MiB offloaded"
+            f"{min(hosts):.2f}), {offloaded:.0f} MiB offloaded; CPU time of the process's threads over those "
+            f"steps: {busy}"
         )
         del compiled, model
         torch.cuda.empty_cache()
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) each thread of this process used so far,
+    by "name (tid)" (Linux; empty elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[f"{name} ({tid})"] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return out
+
+
+def _busy_threads(before: dict[str, float], after: dict[str, float], top: int = 5) -> str:
+    used = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)[:top]
+    return ", ".join(f"{k} {s:.2f} s" for s, k in used if s > 0) or "none measurable"
 
 
 def _count_generated(out: str, variant: str) -> None:
@@ -161,6 +204,13 @@ def _breakdown(host_forwards, median_ms: float) -> None:
     def no_copy(streams, stream, dst, src, after):
         return done
 
+    def small_copy(streams, stream, dst, src, after):
+        n = min(4096 // src.element_size(), src.numel())
+        return originals["_copy_on"](
+            streams, stream, dst.as_strided((n,), (1,), dst.storage_offset()),
+            src.as_strided((n,), (1,), src.storage_offset()), after,
+        )
+
     def one_slot(x, pin_memory, pool, pool_bytes, offset, slot_bytes):
         key = (pool, offset, tuple(x.shape), tuple(x.stride()), x.dtype)
         if key not in slots:
@@ -182,6 +232,8 @@ def _breakdown(host_forwards, median_ms: float) -> None:
         rows.append((f"timed inside, per offload ({n / 20:.0f} a forward; nested): {parts}", statistics.median(hosts)))
         for name in timed_names:
             setattr(ops, name, originals[name])
+        ops._copy_on = small_copy
+        rows.append(("each copy 4 KiB (the same launches, next to no traffic)", statistics.median(host_forwards())))
         ops._copy_on = no_copy
         rows.append(("no copy (no stream switch, events, copy_)", statistics.median(host_forwards())))
         ops.host_buffer = one_slot
