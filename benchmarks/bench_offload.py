@@ -48,11 +48,15 @@ import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Callable, Optional
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import host_load  # noqa: E402
 
 import offload_pass
 from offload_pass.examples.models import make_decoder, make_moe
@@ -310,8 +314,18 @@ def host_profile_forward(forward: Callable[[], torch.Tensor], zero_grad: Callabl
     loss.backward()
     torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+    # The other Python threads of the process, where they are now (a thread
+    # busy beside the main one takes the GIL whenever a torch call lets it go).
+    main = threading.get_ident()
+    stacks = "".join(
+        f"thread {ident}:\n" + "".join(traceback.format_stack(frame, limit=8))
+        for ident, frame in sys._current_frames().items() if ident != main
+    ) or "none\n"
     with open(path, "w") as f:
-        f.write("torch.profiler, one forward, by self CPU time:\n" + table + "\n\ncProfile, 5 forwards:\n" + text.getvalue())
+        f.write(
+            "torch.profiler, one forward, by self CPU time:\n" + table + "\n\ncProfile, 5 forwards:\n"
+            + text.getvalue() + "\n\nother Python threads:\n" + stacks
+        )
 
 
 def hf_model(args: argparse.Namespace, dtype: torch.dtype, device: str = "cuda") -> torch.nn.Module:
@@ -481,9 +495,12 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
         del loss
+        load_before = host_load.snapshot()
         times, forward_times, host_forward_times, iteration_times = map(
             list, zip(*(timed_step() for _ in range(args.steps)))
         )
+        # What else used the host's CPUs meanwhile (a busy thread or process slows the host's issue).
+        result["host_load"] = host_load.describe(load_before, host_load.snapshot())
         # The same steps back to back, without a synchronize between them:
         # the host runs ahead, and its own time (launches, Python, autograd)
         # is hidden wherever the device is the slower; a synchronized step

@@ -11,10 +11,8 @@ CUDA only. The offload_pass variant is ``mode="auto"`` with nothing marked,
 or ``--variant`` in bench_offload.py's form (``--variant
 "offload_pass[none](mode=budget;memory_budget=0.6)"``); it runs
 bench_offload.py's warm-up (``--warmup`` steps, then until no plan changes)
-before anything is timed. Each variant's row also gives the process's
-threads that used CPU time over the 20 timed steps (``/proc/self/task``): a
-busy thread beside the main one slows every call the main thread makes
-(they share the GIL whenever a torch call releases it).
+before anything is timed. Each variant's row also says what else used the
+host's CPUs over the 20 timed steps (``host_load.py``).
 
 ``--breakdown`` splits the offload_pass forward's host time further, each
 row the median of 20 synchronized forwards of the same compiled graphs with
@@ -47,6 +45,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_offload  # noqa: E402
+import host_load  # noqa: E402
 
 import offload_pass  # noqa: E402
 
@@ -87,7 +86,7 @@ def main() -> None:
             torch.cuda.synchronize()
         if variant == "offload_pass":
             bench_offload.steps_until_settled(lambda: (step(), torch.cuda.synchronize()), backend, limit=4 * args.warmup + 200)
-        threads_before = _thread_cpu()
+        load_before = host_load.snapshot()
         def host_forwards() -> list[float]:
             hosts = []
             for _ in range(20):
@@ -101,7 +100,7 @@ def main() -> None:
             return hosts
 
         hosts = host_forwards()
-        busy = _busy_threads(threads_before, _thread_cpu())
+        load = host_load.describe(load_before, host_load.snapshot())
         _count_generated(args.out, variant)
         if args.breakdown and variant == "offload_pass":
             _breakdown(host_forwards, statistics.median(hosts))
@@ -121,33 +120,10 @@ def main() -> None:
         offloaded = backend.plans[-1].offloaded_bytes / 2**20 if variant == "offload_pass" else 0.0
         print(
             f"{variant}: host issues the forward in {statistics.median(hosts):.2f} ms (median of 20; least "
-            f"{min(hosts):.2f}), {offloaded:.0f} MiB offloaded; CPU time of the process's threads over those "
-            f"steps: {busy}"
+            f"{min(hosts):.2f}), {offloaded:.0f} MiB offloaded; host load {load}"
         )
         del compiled, model
         torch.cuda.empty_cache()
-
-
-def _thread_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) each thread of this process used so far,
-    by "name (tid)" (Linux; empty elsewhere)."""
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    out = {}
-    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:  # the thread ended
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[f"{name} ({tid})"] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return out
-
-
-def _busy_threads(before: dict[str, float], after: dict[str, float], top: int = 5) -> str:
-    used = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)[:top]
-    return ", ".join(f"{k} {s:.2f} s" for s, k in used if s > 0) or "none measurable"
 
 
 def _count_generated(out: str, variant: str) -> None:
