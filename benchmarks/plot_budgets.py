@@ -3,7 +3,8 @@ and PyTorch's recompute-only activation_memory_budget, one panel per model.
 
 Reads the JSON of ``run_budgets.sh`` (``bench_offload.py --json``); x is the
 step time over plain Inductor's, y the measured peak over plain Inductor's;
-each point is labelled with its budget, and a dotted line per budget of
+each point is labelled with its budget (or its row's "label", which a
+merged report gives a row from another process), and a dotted line per budget of
 ours marks the peak asked for. Prints the same points as a table.
 
   python benchmarks/plot_budgets.py OUT/budgets_decoder.json OUT/budgets_hf_llama.json -o budgets.png
@@ -34,6 +35,8 @@ def rows(report: dict) -> list[dict]:
             "offloaded_mib": r.get("offloaded_mib"),
             "recomputed_mib": r.get("recomputed_mib"),
             "levels": r.get("recompute_level"),
+            # A merged report's row from another process says which ("label").
+            "label": r.get("label"),
         })
     return out
 
@@ -63,10 +66,10 @@ def main() -> None:
     for ax, report in zip(axes[0], reports):
         data = rows(report)
         for planner, color in (("pytorch recompute", "tab:grey"), ("offload_pass", "tab:blue")):
-            mine = sorted((r for r in data if r["planner"] == planner), key=lambda r: -r["budget"])
+            mine = sorted((r for r in data if r["planner"] == planner), key=lambda r: (-r["budget"], r["slowdown"]))
             ax.plot([r["slowdown"] for r in mine], [r["peak_fraction"] for r in mine], "o-", color=color, label=planner)
             for r in mine:
-                ax.annotate(f"{r['budget']:g}", (r["slowdown"], r["peak_fraction"]), textcoords="offset points",
+                ax.annotate(r["label"] or f"{r['budget']:g}", (r["slowdown"], r["peak_fraction"]), textcoords="offset points",
                             xytext=(4, 4), color=color, fontsize=8)
         for b in sorted({r["budget"] for r in data}):
             ax.axhline(b, color="tab:blue", lw=0.6, ls=":")
