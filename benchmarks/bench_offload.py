@@ -838,7 +838,8 @@ def main() -> None:
     p.add_argument(
         "--host-profile", default=None, metavar="DIR",
         help="after each variant's timed steps, where the host's time to issue the forward goes "
-        "(cProfile and torch.profiler, DIR/host_<variant>.txt)",
+        "(cProfile and torch.profiler, DIR/host_<variant>.txt); the variants after the first then run in a "
+        "process the profiler has run in",
     )
     p.add_argument("--json", default=None)
     args = p.parse_args()

@@ -59,6 +59,8 @@ def main() -> None:
     p.add_argument("--breakdown", action="store_true", help="split the forward's host time (see above)")
     bench_offload.add_model_args(p)  # bench_offload's model arguments and defaults (the decoder)
     args = p.parse_args()
+    if args.variant is not None and bench_offload.variant_mark(args.variant, "none") != "none":
+        p.error(f"--variant {args.variant!r}: only offload_pass[none] (nothing marked) is supported")
     if not torch.cuda.is_available():
         raise SystemExit("host_profile.py: needs a CUDA device (the host's time is measured against one)")
     os.makedirs(args.out, exist_ok=True)
@@ -72,8 +74,6 @@ def main() -> None:
             {"mode": "auto", "max_overhead": args.max_overhead} if args.variant is None
             else bench_offload.parse_overrides(args.variant)
         )
-        if args.variant is not None and bench_offload.variant_mark(args.variant, "none") != "none":
-            raise SystemExit(f"host_profile.py: --variant {args.variant!r}: only [none] (nothing marked) is supported")
         backend = "inductor" if variant == "inductor" else offload_pass.make_backend(**settings)
         compiled = torch.compile(model, backend=backend)
 
