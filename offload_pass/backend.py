@@ -49,7 +49,7 @@ from offload_pass.planning.calibration import (
 )
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
-    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, recompute_entries,
+    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries,
 )
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
@@ -501,7 +501,9 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     cost: partition again under ``RECOMPUTE_LEVELS`` from light to full
     recompute (less the levels of ``skip``: a re-plan's, the earlier plans'
     trials out of reach, ``recompute.levels_out_of_reach``, which the plan
-    keeps as ``recompute_skipped``), plan offload on each new saved set,
+    keeps as ``recompute_skipped``; where no level tried reaches the budget,
+    those of them ``recompute.levels_to_retry`` gives are partitioned after
+    all), plan offload on each new saved set,
     and keep the one the step simulator predicts fastest within the budget
     (recompute.choose_trial; offload alone among them). The search stops at
     the first level that reaches the budget: a deeper level recomputes
@@ -520,6 +522,17 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
         attempts.append(attempt)
         if attempt.plan.prediction.peak <= budget:
             break
+    retried: tuple[Trial, ...] = ()
+    if skip and all(a.plan.prediction.peak > budget for a in attempts):
+        # Out of reach: the lowest predicted peak is kept, so a skipped level
+        # whose earlier peak, moved to this calibration, is lower counts again.
+        lowest = min(a.plan.prediction.peak for a in attempts)
+        retried = levels_to_retry(skip, lowest, first.plan.prediction.peak_offset)
+        for trial in retried:
+            attempt = partition(trial.level, first.plan.baseline, seen)
+            if attempt is not None:
+                attempts.append(attempt)
+        skip = tuple(t for t in skip if t not in retried)
     trials = [
         Trial(a.plan.recompute_level, a.plan.prediction.step_ms, a.plan.prediction.peak, a.plan.prediction.peak_offset)
         for a in attempts
@@ -531,6 +544,11 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     plan.entries = plan.entries + recomputed
     plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
     tried = ", ".join(t.describe() for t in trials)
+    if retried:
+        tried += (
+            "; partitioned again although out of reach before, since nothing else reached the budget and their "
+            "earlier peaks stood below the lowest: " + ", ".join(f"{t.level:g}" for t in retried)
+        )
     if skip:
         tried += (
             "; not tried again, out of reach before (as predicted then, their calibration's offsets in): "

@@ -10,6 +10,7 @@ really leave the saved set, and the plan must say what it did.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,7 +19,9 @@ import offload_pass
 from offload_pass.enums import Decision, SavedKind
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.plan import PlanEntry
-from offload_pass.planning.recompute import Trial, choose_trial, levels_out_of_reach, recompute_entries
+from offload_pass.planning.recompute import (
+    Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries,
+)
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
 
@@ -60,6 +63,66 @@ def test_levels_out_of_reach_by_the_new_offset():
     assert skipped(100, -10) == set()
     # The kept level and offload alone are never skipped.
     assert skipped(10, 20) == {0.9, 0.8}
+
+
+def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved():
+    # Skipped earlier under offset 10: 0.9 at 125, 0.2 at 118, 0.5 at 121 (their offsets in).
+    light, deep, middle = Trial(0.9, 20.0, 125, 10), Trial(0.2, 12.0, 118, 10), Trial(0.5, 14.0, 121, 10)
+    skipped = (light, deep, middle)
+    # Now offset 15 (each moves by +5: 130, 123, 126); the lowest tried now is 125: only 0.2 stood lower.
+    assert levels_to_retry(skipped, 125, 15) == (deep,)
+    # The lowest tried at 127: 0.2 and 0.5 (126); a peak equal to the lowest is not lower.
+    assert levels_to_retry(skipped, 127, 15) == (deep, middle)
+    assert levels_to_retry(skipped, 123, 15) == ()
+    assert levels_to_retry((), 1, 0) == ()
+
+
+def _fake_attempt(level, step_ms, peak, offset=0):
+    """What backend._recompute_for_budget reads of an attempt: its plan's
+    level, prediction, entries and selection, and its saved tensors."""
+    plan = SimpleNamespace(
+        recompute_level=level, prediction=SimpleNamespace(step_ms=step_ms, peak=peak, peak_offset=offset),
+        baseline=None, entries=[], selection="", graph_id="graph 0", recompute_trials=(), recompute_skipped=(),
+    )
+    return SimpleNamespace(plan=plan, saved=[_saved(f"saved_at_{level}", SavedKind.ACTIVATION)])
+
+
+def test_a_re_plan_out_of_reach_partitions_again_the_skipped_levels_that_stood_lower():
+    # The HF Llama budget-0.4 re-plan of the twenty-fifth session, in small:
+    # offload alone (None) and 0.7 miss the budget (100) at 138 and 140;
+    # 0.2, skipped as out of reach, stood at 135 once moved: it is partitioned
+    # after all, and kept (the lowest peak); 0.9 (139) stays skipped.
+    from offload_pass.backend import _recompute_for_budget
+
+    offset = 5
+    predicted = {0.7: (54.0, 140), 0.2: (42.0, 134)}
+    partitioned = []
+
+    def partition(level, baseline, seen):
+        partitioned.append(level)
+        if level not in predicted:  # levels whose saved set was seen already
+            return None
+        return _fake_attempt(level, *predicted[level], offset)
+
+    skip = (Trial(0.9, 55.0, 137, 3), Trial(0.2, 42.0, 133, 3))  # moved: 139, 135
+    first = _fake_attempt(None, 74.0, 138, offset)
+    kept = _recompute_for_budget(first, partition, 100, skip)
+    assert partitioned[-1] == 0.2 and partitioned.count(0.2) == 1 and 0.9 not in partitioned
+    assert kept.plan.recompute_level == 0.2
+    assert [t.level for t in kept.plan.recompute_trials] == [None, 0.7, 0.2]
+    assert kept.plan.recompute_skipped == (skip[0],)
+    assert kept.plan.selection == (
+        "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): 74.00 ms, 138 B, "
+        "0.7: 54.00 ms, 140 B, 0.2: 42.00 ms, 134 B; partitioned again although out of reach before, since "
+        "nothing else reached the budget and their earlier peaks stood below the lowest: 0.2; not tried again, "
+        "out of reach before (as predicted then, their calibration's offsets in): 0.9: 55.00 ms, 137 B"
+    )
+    # Where a level tried reaches the budget, nothing skipped is partitioned again.
+    partitioned.clear()
+    predicted[0.7] = (54.0, 99)
+    kept = _recompute_for_budget(first, partition, 100, skip)
+    assert kept.plan.recompute_level == 0.7 and 0.2 not in partitioned
+    assert kept.plan.recompute_skipped == skip
 
 
 def _saved(name: str, kind: SavedKind) -> SavedTensor:

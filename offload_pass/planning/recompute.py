@@ -8,7 +8,9 @@ the first partition and the names the chosen one saves. Gives: the trial to
 keep, the plan entries of the tensors it recomputes instead of saving, and,
 for a re-plan under a calibration, the levels an earlier plan's trials show
 out of reach (``levels_out_of_reach``: each level costs a partition, and on
-an 8-layer HF Llama the partitions of an unreachable budget took minutes).
+an 8-layer HF Llama the partitions of an unreachable budget took minutes),
+and of those, the ones to partition after all where nothing the re-plan
+tried reaches the budget (``levels_to_retry``).
 
 Why this way: the partitioner already knows how to recompute (its knapsack
 over recomputable ops, the activation-checkpointing policies it honours);
@@ -28,7 +30,10 @@ from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
 
-__all__ = ["RECOMPUTE_LEVELS", "REACH_MARGIN", "Trial", "choose_trial", "levels_out_of_reach", "recompute_entries"]
+__all__ = [
+    "RECOMPUTE_LEVELS", "REACH_MARGIN", "Trial", "choose_trial", "levels_out_of_reach", "levels_to_retry",
+    "recompute_entries",
+]
 
 # PyTorch's activation_memory_budget, from light to full recompute. The
 # partitioner's own peaks are not monotone in it (measured on the H100,
@@ -86,6 +91,19 @@ def levels_out_of_reach(
         t for t in prior
         if t.level is not None and t.level != kept_level and t.peak - t.peak_offset + peak_offset > limit
     )
+
+
+def levels_to_retry(skipped: Sequence[Trial], lowest_peak: int, peak_offset: int) -> tuple[Trial, ...]:
+    """Where no level a re-plan partitioned reaches the budget, the plan
+    keeps the lowest predicted peak (``choose_trial``), so the levels it
+    skipped as out of reach (``skipped``, from ``levels_out_of_reach``)
+    count again: those whose trial, moved to the new calibration's
+    ``peak_offset``, stands below ``lowest_peak`` (the lowest of the trials
+    partitioned). Their predictions are an earlier calibration's; under the
+    new one the kept level may have risen past them (HF Llama at budget 0.4,
+    twenty-fifth session: offload alone re-planned to a predicted 1.38 GiB
+    at 74 ms while the skipped 0.2 stood at 1.35 GiB, 42 ms)."""
+    return tuple(t for t in skipped if t.peak - t.peak_offset + peak_offset < lowest_peak)
 
 
 def recompute_entries(
