@@ -56,6 +56,11 @@ class Trial:
     peak: int  # predicted: the memory timeline's peak plus the calibration's peak_offset
     peak_offset: int = 0  # the calibration's offset counted into ``peak``
 
+    def peak_at(self, peak_offset: int) -> int:
+        """The trial's peak under another calibration's offset: its timeline's
+        peak plus ``peak_offset`` (the offload planned on it left as it was)."""
+        return self.peak - self.peak_offset + peak_offset
+
     def describe(self) -> str:
         level = "1.0 (none)" if self.level is None else f"{self.level:g}"
         return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}"
@@ -89,7 +94,7 @@ def levels_out_of_reach(
     limit = budget * (1 + REACH_MARGIN)
     return tuple(
         t for t in prior
-        if t.level is not None and t.level != kept_level and t.peak - t.peak_offset + peak_offset > limit
+        if t.level is not None and t.level != kept_level and t.peak_at(peak_offset) > limit
     )
 
 
@@ -103,7 +108,7 @@ def levels_to_retry(skipped: Sequence[Trial], lowest_peak: int, peak_offset: int
     new one the kept level may have risen past them (HF Llama at budget 0.4,
     twenty-fifth session: offload alone re-planned to a predicted 1.38 GiB
     at 74 ms while the skipped 0.2 stood at 1.35 GiB, 42 ms)."""
-    return tuple(t for t in skipped if t.peak - t.peak_offset + peak_offset < lowest_peak)
+    return tuple(t for t in skipped if t.peak_at(peak_offset) < lowest_peak)
 
 
 def recompute_entries(
