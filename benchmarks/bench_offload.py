@@ -506,16 +506,15 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # is hidden wherever the device is the slower; a synchronized step
         # exposes it. The step simulator predicts the device's work alone.
         result["unsynced_step_ms"] = unsynced_steps()
+        safe = "".join(c if c.isalnum() else "_" for c in name)  # the variant in a file name
         if args.profile:
             trace = None
             if args.trace_dir:
                 os.makedirs(args.trace_dir, exist_ok=True)
-                safe = "".join(c if c.isalnum() else "_" for c in name)
                 trace = os.path.join(args.trace_dir, f"{mark.replace(':', '')}_{safe}.json.gz")
             result["profile"] = profile_step(step, trace)
         if args.host_profile:
             os.makedirs(args.host_profile, exist_ok=True)
-            safe = "".join(c if c.isalnum() else "_" for c in name)
             host_profile_forward(
                 forward, lambda: model.zero_grad(set_to_none=True), os.path.join(args.host_profile, f"host_{safe}.txt")
             )
