@@ -328,7 +328,7 @@ class OffloadBackend:
             if prior is not None and calibration is not None:
                 skip = levels_out_of_reach(
                     prior.recompute_trials + prior.recompute_skipped, prior.recompute_level, budget,
-                    calibration.peak_offset,
+                    calibration.offset_for,
                 )
             attempt = _recompute_for_budget(attempt, partition, budget, skip)
         if self.config.mode == Mode.AUTO:
@@ -449,7 +449,7 @@ def _partition_and_plan(
     raw_profile, times = profile, measured
     if calibration is not None and measured is not None:
         times, profile = calibration.times(measured), calibration.profile(profile)
-    offset = 0 if calibration is None else calibration.peak_offset
+    offset = 0 if calibration is None else calibration.offset_for(level)
     between = 0.0 if calibration is None else calibration.between_ms
     baseline = None if times is None else predict_step(
         fw_gm, bw_gm, timeline_before, times, profile, offset, between
@@ -527,7 +527,8 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
         # Out of reach: the lowest predicted peak is kept, so a skipped level
         # whose earlier peak, moved to this calibration, is lower counts again.
         lowest = min(a.plan.prediction.peak for a in attempts)
-        retried = levels_to_retry(skip, lowest, first.plan.prediction.peak_offset)
+        calibration = first.plan.calibration
+        retried = levels_to_retry(skip, lowest, (lambda level: 0) if calibration is None else calibration.offset_for)
         for trial in retried:
             attempt = partition(trial.level, first.plan.baseline, seen)
             if attempt is not None:

@@ -239,14 +239,14 @@ def carried_calibration(key: str) -> Optional[Calibration]:
 
 def _carry(key: str, calibration: Calibration) -> None:
     """Keep ``calibration``'s scales for later compiles of the graph ``key``.
-    The peak offset stays behind: it is what the timeline missed of the plan
-    measured, and one plan's offset did not hold for another (HF Llama,
+    The peak offsets stay behind: each is what the timeline missed of the
+    plan measured, and one plan's offset did not hold for another (HF Llama,
     budget 0.4 on the H200: +6.6 %). So does the time between forward and
     backward, which holds the host's work of the plan measured, and plain
     Inductor's step measured beside it (a later compile measures its own)."""
     REGISTRY.calibrations[key] = dataclasses.replace(
         calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True, plain_work_ms=None,
-        source=f"an earlier compile of this graph ({calibration.source})",
+        partition_offsets=(), source=f"an earlier compile of this graph ({calibration.source})",
     )
 
 
@@ -577,7 +577,7 @@ class CompiledGraph:
             return
         calibration = fit_calibration(
             check, replan.simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline,
-            functools.partial(replan.simulate, runtime_ops=False),
+            functools.partial(replan.simulate, runtime_ops=False), plan.recompute_level,
         )
         if plain is not None:
             calibration = dataclasses.replace(calibration, plain_work_ms=check.plain_work_ms)

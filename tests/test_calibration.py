@@ -144,6 +144,39 @@ def test_a_plan_planned_again_is_fitted_from_the_simulators_own_times():
     assert fitted.peak_offset == 300
 
 
+def test_each_partition_keeps_the_peak_offset_measured_on_it():
+    # HF Llama at budget 0.4 (H200, twenty-seventh session): the timeline
+    # missed 106 MiB on level 0.2's partition, 14 on offload alone's; one
+    # offset for every partition put the next plan's peak 3.3 % low.
+    first = fit_calibration(
+        check_prediction(_copy_bound(Calibration()), _measured_device(2)), _copy_bound, "graph 0, call 2", level=0.2
+    )
+    assert first.partition_offsets == ((0.2, 300),)
+    assert first.offset_for(0.2) == first.offset_for(None) == first.offset_for(0.5) == 300
+    measured = dataclasses.replace(_measured_device(3), peak=_measured_device(3).peak - 250)
+    second = fit_calibration(
+        check_prediction(_copy_bound(first), measured), _copy_bound, "graph 1, call 3", first, level=None
+    )
+    # Its own offset for offload alone, 0.2's kept; a partition never
+    # measured takes the nearest level's (offload alone counted as 1.0).
+    assert second.peak_offset == 50 and second.partition_offsets == ((0.2, 300), (None, 50))
+    assert (second.offset_for(None), second.offset_for(0.2)) == (50, 300)
+    assert (second.offset_for(0.1), second.offset_for(0.5), second.offset_for(0.7), second.offset_for(0.9)) == (
+        300, 300, 50, 50
+    )
+    assert second.offset_for(0.6) == 50  # as near to both: the one measured later
+    assert second.describe().endswith("peak +50 B (per partition measured: level 0.2 +300 B, as configured +50 B)")
+    # Measured on 0.2 again: its offset replaced, moved last.
+    third = fit_calibration(
+        check_prediction(_copy_bound(second), _measured_device(4)), _copy_bound, "graph 2, call 4", second, level=0.2
+    )
+    assert third.partition_offsets == ((None, 50), (0.2, 300))
+    # A call without a measured peak keeps what the partitions measured before.
+    blind = dataclasses.replace(_measured_device(5), peak=None)
+    fourth = fit_calibration(check_prediction(_copy_bound(third), blind), _copy_bound, "graph 3", third, level=0.5)
+    assert fourth.partition_offsets == third.partition_offsets and fourth.offset_for(0.5) == 300
+
+
 def test_replan_reason_prediction_once_budget_once():
     predicted = _prediction(peak=1000)
 

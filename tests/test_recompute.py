@@ -18,6 +18,7 @@ import torch
 import offload_pass
 from offload_pass.enums import Decision, SavedKind
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.recompute import (
     Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries,
@@ -49,11 +50,11 @@ def test_levels_out_of_reach_by_the_new_offset():
     known = [none, light, kept, older]
 
     def skipped(budget, offset):
-        return {t.level for t in levels_out_of_reach(known, 0.6, budget, offset)}
+        return {t.level for t in levels_out_of_reach(known, 0.6, budget, lambda level: offset)}
 
     # The new offset is 20: the timeline peaks move to 140, 128, 125, 124
     # against a budget of 100 (a level is skipped past 103).
-    assert levels_out_of_reach(known, 0.6, 100, 20) == (light, older)
+    assert levels_out_of_reach(known, 0.6, 100, lambda level: 20) == (light, older)
     # Offset 0: 0.8 (104) and 0.9 (108) still past 103.
     assert skipped(100, 0) == {0.9, 0.8}
     # Offset 5: 0.8 at 109, 0.9 at 113; a budget of 110 keeps 0.8 (within 113.3).
@@ -63,6 +64,9 @@ def test_levels_out_of_reach_by_the_new_offset():
     assert skipped(100, -10) == set()
     # The kept level and offload alone are never skipped.
     assert skipped(10, 20) == {0.9, 0.8}
+    # Each partition at its own offset: 0.9 measured at -20 (timeline 108,
+    # now 88) comes back within reach of 100; 0.8 takes the latest, 20.
+    assert levels_out_of_reach(known, 0.6, 100, lambda level: -20 if level == 0.9 else 20) == (older,)
 
 
 def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved():
@@ -70,11 +74,16 @@ def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved(
     light, deep, middle = Trial(0.9, 20.0, 125, 10), Trial(0.2, 12.0, 118, 10), Trial(0.5, 14.0, 121, 10)
     skipped = (light, deep, middle)
     # Now offset 15 (each moves by +5: 130, 123, 126); the lowest tried now is 125: only 0.2 stood lower.
-    assert levels_to_retry(skipped, 125, 15) == (deep,)
+    def at(offset):
+        return lambda level: offset
+
+    assert levels_to_retry(skipped, 125, at(15)) == (deep,)
     # The lowest tried at 127: 0.2 and 0.5 (126); a peak equal to the lowest is not lower.
-    assert levels_to_retry(skipped, 127, 15) == (deep, middle)
-    assert levels_to_retry(skipped, 123, 15) == ()
-    assert levels_to_retry((), 1, 0) == ()
+    assert levels_to_retry(skipped, 127, at(15)) == (deep, middle)
+    assert levels_to_retry(skipped, 123, at(15)) == ()
+    assert levels_to_retry((), 1, at(0)) == ()
+    # 0.2's partition measured its own offset, 40 (timeline 108, now 148): not lower.
+    assert levels_to_retry(skipped, 127, lambda level: 40 if level == 0.2 else 15) == (middle,)
 
 
 def _fake_attempt(level, step_ms, peak, offset=0):
@@ -83,6 +92,7 @@ def _fake_attempt(level, step_ms, peak, offset=0):
     plan = SimpleNamespace(
         recompute_level=level, prediction=SimpleNamespace(step_ms=step_ms, peak=peak, peak_offset=offset),
         baseline=None, entries=[], selection="", graph_id="graph 0", recompute_trials=(), recompute_skipped=(),
+        calibration=Calibration(peak_offset=offset),
     )
     return SimpleNamespace(plan=plan, saved=[_saved(f"saved_at_{level}", SavedKind.ACTIVATION)])
 

@@ -611,7 +611,7 @@ class Calibration:
     backward_scale: float = 1.0
     d2h_scale: float = 1.0  # the profile's device->host bandwidth x this
     h2d_scale: float = 1.0
-    peak_offset: int = 0  # bytes the memory timeline missed at the peak
+    peak_offset: int = 0  # bytes the memory timeline missed at the peak of the plan measured last
     source: str = ""  # where it was measured
     peak_measured: bool = False  # False: peak_offset is 0 for want of a measured peak
     between_ms: float = 0.0  # the host's time between forward and backward (MeasuredCall.between_ms)
@@ -632,6 +632,35 @@ class Calibration:
     # measured beside the plan (PredictionCheck.plain), the step max_overhead
     # is held to (``overhead_allowed``); None: not measured.
     plain_work_ms: Optional[float] = None
+    # What the memory timeline missed at the peak of each partition a plan
+    # of this graph was measured on, by the recompute level it was
+    # partitioned under (None: the first partition, as configured), in the
+    # order measured. The offset is the partition's, not the device's: on
+    # HF Llama at budget 0.4 (H200, twenty-seventh session) offload alone
+    # measured +14 MiB, levels 0.1 and 0.2 of the same graph +62 and +106,
+    # and a re-plan that moved the last to every level predicted 0.1's peak
+    # 3.3 % low.
+    partition_offsets: tuple[tuple[Optional[float], int], ...] = ()
+
+    def offset_for(self, level: Optional[float]) -> int:
+        """The bytes a plan on the partition of recompute ``level`` adds to
+        its memory timeline's peak: what that partition measured, where one
+        of its plans was, else what the measured partition of the nearest
+        level did (the first partition counted as level 1.0; of two as
+        near, the one measured later), 0 where no peak was measured.
+        Nearest, because neighbouring levels recompute much the same: on
+        HF Llama at budget 0.4 offload alone missed 14 MiB, level 0.2 106
+        and level 0.1 62 (H200, twenty-seventh session)."""
+        if not self.partition_offsets:
+            return self.peak_offset
+        own = dict(self.partition_offsets)
+        if level in own:
+            return own[level]
+        at = _level_value(level)
+        order = range(len(self.partition_offsets))
+        # Rounded: levels are tenths, and 0.6 - 0.2 < 1.0 - 0.6 in binary.
+        nearest = min(order, key=lambda i: (round(abs(_level_value(self.partition_offsets[i][0]) - at), 6), -i))
+        return self.partition_offsets[nearest][1]
 
     def times(self, times: NodeTimes) -> NodeTimes:
         return NodeTimes(
@@ -658,6 +687,7 @@ class Calibration:
         sign = "+" if self.peak_offset >= 0 else "-"
         alone = (
             f"{self.between_ms:.2f} ms between forward and backward; peak {sign}{format_bytes(abs(self.peak_offset))}"
+            + _describe_partition_offsets(self.partition_offsets)
             if self.peak_measured
             else "peak and time between forward and backward not carried" if self.carried
             else "peak and time between forward and backward not measured"
@@ -676,6 +706,25 @@ class Calibration:
             f"x{self.backward_scale:.3f} backward; copy bandwidth x{self.d2h_scale:.3f} device->host, "
             f"x{self.h2d_scale:.3f} host->device{host}; {alone}"
         )
+
+
+def _level_value(level: Optional[float]) -> float:
+    """A partition's recompute level as a number: the first partition's
+    (None, as configured) is PyTorch's default budget, 1.0."""
+    return 1.0 if level is None else level
+
+
+def _describe_partition_offsets(offsets: tuple[tuple[Optional[float], int], ...]) -> str:
+    """Where plans on more than one partition were measured: each one's
+    peak offset (a single one is ``peak_offset`` itself)."""
+    if len(offsets) < 2:
+        return ""
+    parts = ", ".join(
+        f"{'as configured' if level is None else f'level {level:g}'} {'+' if offset >= 0 else '-'}"
+        f"{format_bytes(abs(offset))}"
+        for level, offset in offsets
+    )
+    return f" (per partition measured: {parts})"
 
 
 def overhead_allowed(
@@ -838,6 +887,7 @@ def fit_calibration(
     prior: Optional[Calibration] = None,
     without_offload: Optional[StepPrediction] = None,
     simulate_without: Optional[Callable[[Calibration], StepPrediction]] = None,
+    level: Optional[float] = None,
 ) -> Calibration:
     """The calibration under which ``simulate`` (the step simulator over the
     graphs that were measured) reproduces ``check.measured``: compute per
@@ -846,7 +896,10 @@ def fit_calibration(
     idle for it (``_fit_host``), then each direction's bandwidth scaled
     until the simulated stall is the measured one (the forward's first: the
     backward's reloads queue behind it), and the peak moved by what the
-    timeline missed. Every scale is of the simulator's own node times and
+    timeline missed (``level``: the recompute level the measured plan was
+    partitioned under; the offset is that partition's, kept beside the
+    earlier partitions' offsets ``prior`` holds, ``offset_for``). Every
+    scale is of the simulator's own node times and
     bandwidths (``simulate(Calibration())``), whatever calibration
     ``check.predicted`` was made under (a plan planned again is measured
     and may be fitted too). ``prior``: that calibration (None: the
@@ -909,13 +962,16 @@ def fit_calibration(
     forward_speed, backward_speed = plain or (_forward_speed(forward_scale, backward_scale), backward_scale)
     forward_bound = predicted.forward_ops > 0 and forward_speed < forward_scale
     backward_bound = plain is not None and predicted.backward_ops > 0 and backward_speed < backward_scale
+    offset = 0 if measured.peak is None else measured.peak - predicted.timeline_peak
+    offsets = () if prior is None else tuple(o for o in prior.partition_offsets if o[0] != level)
     calibration = Calibration(
         forward_scale=forward_speed if forward_bound else forward_scale,
         backward_scale=backward_speed if backward_bound else backward_scale,
-        peak_offset=0 if measured.peak is None else measured.peak - predicted.timeline_peak,
+        peak_offset=offset,
         source=source,
         peak_measured=measured.peak is not None,
         between_ms=measured.between_ms,
+        partition_offsets=offsets + ((level, offset),) if measured.peak is not None else offsets,
     )
 
     def forward_at(scale: float) -> float:

@@ -23,7 +23,7 @@ tensor. Pure functions over plain data: no graph, no device.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from offload_pass.enums import Decision, SavedKind
 from offload_pass.planning.plan import PlanEntry
@@ -45,6 +45,9 @@ RECOMPUTE_LEVELS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
 # bandwidths, which move the lowest peak it reaches a little (copies queue
 # differently), never by this much on the models measured.
 REACH_MARGIN = 0.03
+# A calibration's peak offset for the partition of a recompute level
+# (``Calibration.offset_for``; None: the first partition).
+OffsetFor = Callable[[Optional[float]], int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,10 +84,11 @@ def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
 
 
 def levels_out_of_reach(
-    prior: Sequence[Trial], kept_level: Optional[float], budget: int, peak_offset: int
+    prior: Sequence[Trial], kept_level: Optional[float], budget: int, offset_for: OffsetFor
 ) -> tuple[Trial, ...]:
-    """The trials whose recompute levels a re-plan under a calibration with
-    ``peak_offset`` need not partition again: those the earlier plans of the
+    """The trials whose recompute levels a re-plan under a new calibration
+    (``offset_for``: its peak offset for a level's partition) need not
+    partition again: those the earlier plans of the
     same graph (``prior``: every trial they predicted, tried or carried
     over; ``kept_level``, the level the last one kept) planned with offload
     as far as it went and still found over ``budget`` by more than
@@ -94,21 +98,21 @@ def levels_out_of_reach(
     limit = budget * (1 + REACH_MARGIN)
     return tuple(
         t for t in prior
-        if t.level is not None and t.level != kept_level and t.peak_at(peak_offset) > limit
+        if t.level is not None and t.level != kept_level and t.peak_at(offset_for(t.level)) > limit
     )
 
 
-def levels_to_retry(skipped: Sequence[Trial], lowest_peak: int, peak_offset: int) -> tuple[Trial, ...]:
+def levels_to_retry(skipped: Sequence[Trial], lowest_peak: int, offset_for: OffsetFor) -> tuple[Trial, ...]:
     """Where no level a re-plan partitioned reaches the budget, the plan
     keeps the lowest predicted peak (``choose_trial``), so the levels it
     skipped as out of reach (``skipped``, from ``levels_out_of_reach``)
-    count again: those whose trial, moved to the new calibration's
-    ``peak_offset``, stands below ``lowest_peak`` (the lowest of the trials
+    count again: those whose trial, moved to the new calibration's peak
+    offset for its level (``offset_for``), stands below ``lowest_peak`` (the lowest of the trials
     partitioned). Their predictions are an earlier calibration's; under the
     new one the kept level may have risen past them (HF Llama at budget 0.4,
     twenty-fifth session: offload alone re-planned to a predicted 1.38 GiB
     at 74 ms while the skipped 0.2 stood at 1.35 GiB, 42 ms)."""
-    return tuple(t for t in skipped if t.peak_at(peak_offset) < lowest_peak)
+    return tuple(t for t in skipped if t.peak_at(offset_for(t.level)) < lowest_peak)
 
 
 def recompute_entries(
