@@ -49,7 +49,7 @@ from offload_pass.planning.calibration import (
 )
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
-    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries,
+    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries, search_goes_on,
 )
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
@@ -496,6 +496,12 @@ def _simulate(
     )
 
 
+def _trial(attempt: _Attempt) -> Trial:
+    """An attempt's partition as the step simulator predicts it."""
+    prediction = attempt.plan.prediction
+    return Trial(attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset)
+
+
 def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, skip: tuple[Trial, ...]) -> _Attempt:
     """mode="budget" where offload alone misses, or reaches the budget at a
     cost: partition again under ``RECOMPUTE_LEVELS`` from light to full
@@ -505,9 +511,10 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     those of them ``recompute.levels_to_retry`` gives are partitioned after
     all), plan offload on each new saved set,
     and keep the one the step simulator predicts fastest within the budget
-    (recompute.choose_trial; offload alone among them). The search stops at
-    the first level that reaches the budget: a deeper level recomputes
-    more, which the simulator predicts slower. The tensors the kept
+    (recompute.choose_trial; offload alone among them). The search goes on
+    past the first level that reaches the budget while each deeper level
+    reaches it with a faster predicted step, and stops at the first that
+    does not (``recompute.search_goes_on``). The tensors the kept
     partition recomputes enter its plan as ``recompute``; every trial, the
     plan's ``recompute_trials``."""
     attempts = [first]
@@ -520,7 +527,7 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
         if attempt is None:
             continue
         attempts.append(attempt)
-        if attempt.plan.prediction.peak <= budget:
+        if not search_goes_on([_trial(a) for a in attempts[1:]], budget):
             break
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
@@ -534,10 +541,7 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
             if attempt is not None:
                 attempts.append(attempt)
         skip = tuple(t for t in skip if t not in retried)
-    trials = [
-        Trial(a.plan.recompute_level, a.plan.prediction.step_ms, a.plan.prediction.peak, a.plan.prediction.peak_offset)
-        for a in attempts
-    ]
+    trials = [_trial(a) for a in attempts]
     chosen = trials.index(choose_trial(trials, budget))
     attempt = attempts[chosen]
     plan = attempt.plan

@@ -21,7 +21,7 @@ from offload_pass.examples.models import make_decoder
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.recompute import (
-    Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries,
+    Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries, search_goes_on,
 )
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
@@ -246,3 +246,34 @@ def test_recompute_is_tried_where_offload_reaches_the_budget_only_at_a_cost(monk
     assert plan.recompute_level == 0.9, plan.selection  # ... but recompute is kept,
     assert plan.prediction.step_ms < alone_ms and plan.prediction.peak <= budget, plan.selection  # faster, within it
     assert plan.recomputed, str(plan)
+
+
+def test_the_search_goes_on_past_the_first_reaching_level_while_the_step_falls():
+    budget = 100
+    copy_bound, lighter_copies, deeper = Trial(0.9, 50.0, 99), Trial(0.8, 44.0, 98), Trial(0.7, 46.0, 90)
+    assert search_goes_on([], budget)
+    assert search_goes_on([Trial(0.9, 30.0, 120)], budget)  # nothing reached yet
+    assert search_goes_on([copy_bound], budget)  # reached: the next level may be faster
+    assert search_goes_on([copy_bound, lighter_copies], budget)  # faster again
+    assert not search_goes_on([copy_bound, lighter_copies, deeper], budget)  # slower: the step rises from here
+    assert not search_goes_on([copy_bound, Trial(0.8, 40.0, 101)], budget)  # over the budget after one within
+    assert not search_goes_on([copy_bound, Trial(0.8, 50.0, 90)], budget)  # as fast is not faster
+
+
+def test_a_plan_keeps_the_fastest_of_the_reaching_levels_the_search_went_through():
+    # The decoder at budget 0.4 in small: 0.9 reaches the budget only with
+    # many copies (50 ms); 0.8 and 0.7 reach it faster, 0.6 slower: the
+    # search stops there, and 0.7 is kept; 0.5 and deeper are not partitioned.
+    from offload_pass.backend import _recompute_for_budget
+
+    predicted = {0.9: (50.0, 99), 0.8: (44.0, 97), 0.7: (41.0, 95), 0.6: (43.0, 90), 0.5: (30.0, 80)}
+    partitioned = []
+
+    def partition(level, baseline, seen):
+        partitioned.append(level)
+        return _fake_attempt(level, *predicted[level])
+
+    kept = _recompute_for_budget(_fake_attempt(None, 80.0, 120), partition, 100, ())
+    assert partitioned == [0.9, 0.8, 0.7, 0.6]
+    assert kept.plan.recompute_level == 0.7
+    assert [t.level for t in kept.plan.recompute_trials] == [None, 0.9, 0.8, 0.7, 0.6]
