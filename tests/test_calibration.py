@@ -146,7 +146,7 @@ def test_a_plan_planned_again_is_fitted_from_the_simulators_own_times():
 
 def test_each_partition_keeps_the_peak_offset_measured_on_it():
     # HF Llama at budget 0.4 (H200, twenty-seventh session): the timeline
-    # missed 106 MiB on level 0.2's partition, 14 on offload alone's; one
+    # missed 106 MiB on level 0.1's partition, 14 on offload alone's; one
     # offset for every partition put the next plan's peak 3.3 % low.
     first = fit_calibration(
         check_prediction(_copy_bound(Calibration()), _measured_device(2)), _copy_bound, "graph 0, call 2", level=0.2

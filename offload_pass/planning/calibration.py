@@ -637,9 +637,9 @@ class Calibration:
     # partitioned under (None: the first partition, as configured), in the
     # order measured. The offset is the partition's, not the device's: on
     # HF Llama at budget 0.4 (H200, twenty-seventh session) offload alone
-    # measured +14 MiB, levels 0.1 and 0.2 of the same graph +62 and +106,
-    # and a re-plan that moved the last to every level predicted 0.1's peak
-    # 3.3 % low.
+    # measured +14 MiB, level 0.1 of the same graph +106 (and +62 under a
+    # re-plan's other copies), and a re-plan that moved offload alone's to
+    # every level predicted 0.1's peak 3.3 % low.
     partition_offsets: tuple[tuple[Optional[float], int], ...] = ()
 
     def offset_for(self, level: Optional[float]) -> int:
@@ -648,9 +648,10 @@ class Calibration:
         of its plans was, else what the measured partition of the nearest
         level did (the first partition counted as level 1.0; of two as
         near, the one measured later), 0 where no peak was measured.
-        Nearest, because neighbouring levels recompute much the same: on
-        HF Llama at budget 0.4 offload alone missed 14 MiB, level 0.2 106
-        and level 0.1 62 (H200, twenty-seventh session)."""
+        Nearest, because neighbouring levels recompute much the same, and
+        the timeline misses differ most between recomputing partitions and
+        offload alone's (HF Llama at budget 0.4, H200, twenty-seventh
+        session: 14 MiB on offload alone's, 62-106 on level 0.1's)."""
         if not self.partition_offsets:
             return self.peak_offset
         own = dict(self.partition_offsets)
