@@ -11,6 +11,9 @@ Same model, same process, one variant after the other:
                      A mode that crashes is reported with its error.
   recompute(B)       PyTorch's recompute-only budget: plain Inductor with
                      torch._functorch.config.activation_memory_budget=B
+  VARIANT{k=v;...}   any compiled variant with these Inductor options (torch.compile's
+                     options=; plain Inductor's config patched): e.g.
+                     "recompute(0.8){allow_buffer_reuse=false}"
   save_on_cpu        torch.autograd.graph.save_on_cpu(pin_memory=True) around the
                      compiled forward (every saved tensor goes to host);
                      save_on_cpu(eager): around the model run without compile
@@ -127,11 +130,23 @@ def variant_mark(name: str, default: str) -> str:
     return default
 
 
+def split_inductor_options(name: str) -> tuple[str, dict[str, object]]:
+    """"recompute(0.8){allow_buffer_reuse=false}" -> ("recompute(0.8)", {"allow_buffer_reuse": False})."""
+    if not name.endswith("}"):
+        return name, {}
+    start = name.rindex("{")
+    return name[:start], _key_values(name[start + 1 : -1])
+
+
 def parse_overrides(name: str) -> dict[str, object]:
     """"offload_pass(prefetch=1;schedule=fixed)" -> {"prefetch": 1, "schedule": "fixed"}."""
     if "(" not in name:
         return {}
-    inner = name[name.index("(") + 1 : name.rindex(")")]
+    return _key_values(name[name.index("(") + 1 : name.rindex(")")])
+
+
+def _key_values(inner: str) -> dict[str, object]:
+    """"a=1;b=false;c=x" -> {"a": 1, "b": False, "c": "x"}."""
     out: dict[str, object] = {}
     for key, value in (kv.split("=") for kv in inner.split(";") if kv):
         if value in ("true", "false"):
@@ -393,6 +408,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         torch._dynamo.reset()
     torch.manual_seed(0)
     model = build_model(args)
+    full_name, (name, inductor_options) = name, split_inductor_options(name)
     mark = variant_mark(name, args.mark)
     modules, roles = marked_modules(model, mark)
     backend: object = "inductor"
@@ -423,7 +439,15 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # (recompute(B) ran plain Inductor's partition): a backend of its own.
         backend = _own_inductor()
     # "save_on_cpu(eager)": the same hooks around the model run eagerly.
-    compiled = model if name.endswith("(eager)") else torch.compile(model, backend=backend)
+    if name.endswith("(eager)"):
+        if inductor_options:
+            raise SystemExit(f"{full_name!r}: Inductor options need a compiled variant")
+        compiled = model
+    elif kind == "offload_pass":
+        compiled = torch.compile(model, backend=backend, options=inductor_options or None)
+    else:
+        inductor_patches |= inductor_options
+        compiled = torch.compile(model, backend=backend)
 
     def forward():
         with forward_context():
@@ -463,7 +487,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         torch.cuda.synchronize()
         return start.elapsed_time(end) / args.steps
 
-    result: dict = {"variant": name, "mark": mark}
+    result: dict = {"variant": full_name, "mark": mark}
     with torch._functorch.config.patch(**functorch_patches), torch._inductor.config.patch(**inductor_patches):
         try:
             # Synchronized like the timed steps: the calls the backend
@@ -506,7 +530,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         # is hidden wherever the device is the slower; a synchronized step
         # exposes it. The step simulator predicts the device's work alone.
         result["unsynced_step_ms"] = unsynced_steps()
-        safe = "".join(c if c.isalnum() else "_" for c in name)  # the variant in a file name
+        safe = "".join(c if c.isalnum() else "_" for c in full_name)  # the variant in a file name
         if args.profile:
             trace = None
             if args.trace_dir:
@@ -575,6 +599,11 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
         result["recomputed_mib"] = sum(
             e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries if e.decision == "recompute"
+        ) / 2**20
+        # What the recompute starts from, newly saved: the saved bytes fall by recomputed_mib less this.
+        result["saved_for_recompute_mib"] = sum(
+            e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries
+            if e.name in set(p.saved_for_recompute)
         ) / 2**20
     result.update({
         "step_ms": statistics.median(times),

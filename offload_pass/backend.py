@@ -49,7 +49,8 @@ from offload_pass.planning.calibration import (
 )
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
-    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries, search_goes_on,
+    RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
+    search_goes_on,
 )
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
@@ -546,6 +547,7 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     attempt = attempts[chosen]
     plan = attempt.plan
     recomputed = recompute_entries(first.saved, first.plan.entries, {t.name for t in attempt.saved}, trials[chosen])
+    plan.saved_for_recompute = newly_saved(first.saved, plan.entries)
     plan.entries = plan.entries + recomputed
     plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
     tried = ", ".join(t.describe() for t in trials)

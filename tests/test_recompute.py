@@ -9,6 +9,7 @@ really leave the saved set, and the plan must say what it did.
 
 from __future__ import annotations
 
+import copy
 import re
 from types import SimpleNamespace
 
@@ -21,7 +22,7 @@ from offload_pass.examples.models import make_decoder
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.recompute import (
-    Trial, choose_trial, levels_out_of_reach, levels_to_retry, recompute_entries, search_goes_on,
+    Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries, search_goes_on,
 )
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
@@ -159,6 +160,13 @@ def test_recompute_entries_are_the_activations_no_longer_saved():
     assert recompute_entries(first, entries, set(), Trial(None, 1.0, 1)) == []
 
 
+def test_newly_saved_are_the_kept_partitions_tensors_the_first_did_not_save():
+    first = [_saved("a", SavedKind.ACTIVATION), _saved("b", SavedKind.ACTIVATION), _saved("w", SavedKind.PARAMETER)]
+    # The kept partition saves b and w again, and c and d, which the recompute of a starts from.
+    assert newly_saved(first, [_entry("c"), _entry("b"), _entry("w"), _entry("d")]) == ("c", "d")
+    assert newly_saved(first, [_entry("a"), _entry("b")]) == ()
+
+
 def _decoder():
     torch.manual_seed(0)
     return make_decoder(layers=3, hidden=32, heads=4)
@@ -201,6 +209,14 @@ def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
     assert not placeholders & set(plan.recomputed), sorted(placeholders & set(plan.recomputed))
     # Offload still does its share: the chosen partition offloads too.
     assert plan.offloaded
+    # What the recompute starts from: saved by this partition, not by the first (offload alone's, the same joint).
+    saved_now = {e.name for e in plan.entries if e.decision != "recompute"}
+    assert plan.saved_for_recompute, str(plan)
+    assert set(plan.saved_for_recompute) == saved_now - {e.name for e in alone.entries}, str(plan)
+    assert set(plan.saved_for_recompute) <= placeholders
+    less = sum(e.nbytes for e in alone.entries) - sum(e.nbytes for e in plan.entries if e.decision != "recompute")
+    assert f"{len(plan.saved_for_recompute)} tensors " in str(plan)
+    assert f"which the recompute starts from: {less / 2**20:.2f} MiB less saved in all" in str(plan), str(plan)
 
 
 def test_budget_reached_by_offload_alone_recomputes_nothing():
@@ -277,3 +293,48 @@ def test_a_plan_keeps_the_fastest_of_the_reaching_levels_the_search_went_through
     assert partitioned == [0.9, 0.8, 0.7, 0.6]
     assert kept.plan.recompute_level == 0.7
     assert [t.level for t in kept.plan.recompute_trials] == [None, 0.9, 0.8, 0.7, 0.6]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_budget_with_recompute_and_copies_keeps_the_gradients_on_the_device():
+    """mode="budget" on the device, through the measured calls and the
+    re-plans they bring (each partition's own peak offset): every step's
+    gradients as near the exact (fp64) ones as plain Inductor's own
+    rounding allows (recompute runs the forward's ops again in other
+    kernels, which may round otherwise; a stale or wrong reload, or a
+    recompute from the wrong tensor, is off by far more), and some plan ran
+    both recompute and copies."""
+    def run(backend, steps=90):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = make_decoder(layers=3, hidden=256, heads=4).cuda()
+        x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
+        exact = copy.deepcopy(model).double()
+        exact(x.double()).backward()
+        compiled = torch.compile(model, backend=backend)
+        grads, ran = [], []
+        for _ in range(steps):
+            model.zero_grad(set_to_none=True)
+            compiled(x).backward()
+            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            if backend != "inductor":
+                ran.append([plan for plan, _ in backend.last_step().graphs])
+        return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
+
+    backend = offload_pass.make_backend(mode="budget", memory_budget=0.35, min_bytes=0)
+    grads, _, ran = run(backend)
+    plans = [(p.graph_id, p.replan_reason, p.recompute_level, len(p.groups)) for p in backend.plans]
+    assert any(p.recompute_level is not None and p.groups for step in ran for p in step), plans
+    assert len(backend.plans) > 1, plans  # the measured calls brought a re-plan: it ran too
+    want, exact, _ = run("inductor")
+    rounding = {n: (want[0][n].double() - exact[n]).abs().max().item() for n in exact}
+    largest = max(g.abs().max().item() for g in exact.values())
+    # The tolerance exists and stays far below what moved data would cost.
+    assert 0 < max(rounding.values()) < 1e-3 * largest, (rounding, largest)
+    differ = []
+    for step, got in enumerate(grads, 1):
+        for name in exact:
+            apart = (got[name].double() - exact[name]).abs().max().item()
+            if apart > 4 * rounding[name] + 1e-12:
+                differ.append((step, name, apart, rounding[name]))
+    assert not differ, (sorted({step for step, *_ in differ}), differ[:6], plans)

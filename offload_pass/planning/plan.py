@@ -106,6 +106,9 @@ class OffloadPlan:
     # every partition tried, as predicted (the first is offload alone), and
     # in a re-plan the earlier plans' trials of the levels it did not try again.
     recompute_level: Optional[float] = None
+    # The saved tensors of this partition the first did not save, what the
+    # backward recomputes from (recompute.newly_saved).
+    saved_for_recompute: tuple[str, ...] = ()
     recompute_trials: tuple["Trial", ...] = ()
     recompute_skipped: tuple["Trial", ...] = ()
     # On CUDA (compiled_graph.py): the step simulator's prediction against
@@ -204,10 +207,14 @@ class OffloadPlan:
                 "make_backend(keep_if_no_gain=False) offloads them anyway"
             )
         if self.recompute_level is not None:
-            recomputed = [e for e in self.entries if e.decision == Decision.RECOMPUTE]
+            recomputed = sum(e.nbytes for e in self.entries if e.decision == Decision.RECOMPUTE)
+            new = set(self.saved_for_recompute)
+            newly = sum(e.nbytes for e in self.entries if e.name in new)
             lines.append(
-                f"recomputed {len(recomputed)} saved tensors ({mib(sum(e.nbytes for e in recomputed)):.2f} MiB) "
-                f"in backward: partitioned under activation_memory_budget={self.recompute_level:g}"
+                f"recomputed {len(self.recomputed)} saved tensors ({mib(recomputed):.2f} MiB) "
+                f"in backward: partitioned under activation_memory_budget={self.recompute_level:g}; "
+                f"it saves {len(new)} tensors ({mib(newly):.2f} MiB) the first partition did not, which the "
+                f"recompute starts from: {mib(recomputed - newly):.2f} MiB less saved in all"
             )
         if self.host_pool:
             nbytes, slots = self.host_pool
@@ -282,8 +289,8 @@ def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str, measure
         plan, graph_id=graph_id, entries=entries, groups=[], prediction=plan.baseline,
         ideal_peak=None, reload_headroom=0, release_after={}, reload_before={},
         selection=f"mode=auto fell back from {plan.graph_id}, {fallback}", recompute_level=None,
-        recompute_trials=(), recompute_skipped=(), measured=measured, calibration=None, replan_reason=None,
-        host_pool=None, fallback=None,
+        saved_for_recompute=(), recompute_trials=(), recompute_skipped=(), measured=measured, calibration=None,
+        replan_reason=None, host_pool=None, fallback=None,
     )
 
 

@@ -32,7 +32,7 @@ from offload_pass.units import format_bytes
 
 __all__ = [
     "RECOMPUTE_LEVELS", "REACH_MARGIN", "Trial", "choose_trial", "levels_out_of_reach", "levels_to_retry",
-    "recompute_entries", "search_goes_on",
+    "newly_saved", "recompute_entries", "search_goes_on",
 ]
 
 # PyTorch's activation_memory_budget, from light to full recompute. The
@@ -153,3 +153,15 @@ def recompute_entries(
         for e in first_entries
         if e.name in activations and e.name not in saved_now
     ]
+
+
+def newly_saved(first_saved: Sequence[SavedTensor], entries: Sequence[PlanEntry]) -> tuple[str, ...]:
+    """The tensors a partition under a recompute level saves that the first
+    partition did not (``entries``: the kept partition's plan, before its
+    ``recompute`` entries join it): what the backward recomputes from. They
+    take back part of what the recomputed tensors free (the decoder at level
+    0.9, H200: 1504 MiB no longer saved, 352 MiB newly saved, 1152 MiB less
+    in all, as PyTorch's own partition at 0.8), so a report of the
+    recomputed bytes alone overstates what recompute saves."""
+    first = {t.name for t in first_saved}
+    return tuple(e.name for e in entries if e.name not in first)

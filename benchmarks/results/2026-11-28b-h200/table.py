@@ -17,7 +17,7 @@ for f in sys.argv[1:]:
         rng = r.get("host_forward_range_ms") or ("-", "-")
         rng = f"{rng[0]:.1f}-{rng[1]:.1f}" if isinstance(rng[0], float) else "-"
         peak = r.get("peak_mib")
-        print(f'| {r["variant"][-34:]} | {g("step_ms", "{:.2f}")} | {g("slowdown")} | {g("unsynced_slowdown")} | '
+        print(f'| {r["variant"][-90:]} | {g("step_ms", "{:.2f}")} | {g("slowdown")} | {g("unsynced_slowdown")} | '
               f'{g("host_forward_ms", "{:.2f}")} ({rng}) | {g("forward_ms", "{:.2f}")} | {g("peak_mib", "{:.1f}")} | '
               f'{(peak / ref["peak_mib"]) if peak else float("nan"):.3f} | {g("offloaded_mib", "{:.0f}")} | {g("recomputed_mib", "{:.0f}")} | '
               f'{reasons} | {g("predicted_step_error", "{:+.3f}")} | {g("predicted_peak_error", "{:+.3f}")} |'
