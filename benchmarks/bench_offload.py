@@ -149,7 +149,9 @@ def _key_values(inner: str) -> dict[str, object]:
     """"a=1;b=false;c=x" -> {"a": 1, "b": False, "c": "x"}."""
     out: dict[str, object] = {}
     for key, value in (kv.split("=") for kv in inner.split(";") if kv):
-        if value in ("true", "false"):
+        if key == "disabled_passes":  # "calibrate+recompute" -> ("calibrate", "recompute")
+            out[key] = tuple(value.split("+"))
+        elif value in ("true", "false"):
             out[key] = value == "true"
         else:
             try:
