@@ -29,6 +29,31 @@ def same_kernel_configs():
         torch.use_deterministic_algorithms(before)
 
 
+def decoder_steps_on_device(backend, steps, layers=2):
+    """``steps`` training steps of a small decoder on CUDA (the same weights
+    and input every time), compiled with ``backend``: each step's gradients,
+    the exact (fp64, eager) gradients, and per step the plans the step
+    report counts (or ran plain Inductor for; empty for a plain backend)."""
+    from offload_pass.examples.models import make_decoder
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = make_decoder(layers=layers, hidden=256, heads=4).cuda()
+    x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
+    exact = copy.deepcopy(model).double()
+    exact(x.double()).backward()
+    compiled = torch.compile(model, backend=backend)
+    grads, ran = [], []
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        compiled(x).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        if isinstance(backend, offload_pass.OffloadBackend):
+            report = backend.last_step()
+            ran.append([plan for plan, _ in (*report.graphs, *report.plain_inductor)])
+    return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
+
+
 def default_step(compiled, inputs):
     loss = compiled(*inputs)
     loss.backward()

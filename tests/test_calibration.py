@@ -10,7 +10,6 @@ different choice, gradients still plain Inductor's, never a third plan).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import statistics
@@ -34,6 +33,7 @@ from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.registry import REGISTRY
 from offload_pass.units import format_bytes
 
+from helpers import decoder_steps_on_device
 
 
 def _prediction(forward=10.0, backward=20.0, forward_wait=0.0, backward_wait=0.0, peak=1000, offset=0, between=0.0):
@@ -1723,23 +1723,8 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     kernels Inductor fuses, and a reduction then rounds otherwise (on the
     H200, one run in six: the norm weights' gradients 6e-11 apart, plain
     Inductor's own error 4e-9); a wrong or stale reload is off by far more."""
-    def run(backend, steps=2 * CHECKED):
-        torch._dynamo.reset()
-        torch.manual_seed(0)
-        model = make_decoder(layers=2, hidden=256, heads=4).cuda()
-        x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
-        exact = copy.deepcopy(model).double()
-        exact(x.double()).backward()
-        compiled = torch.compile(model, backend=backend)
-        grads, ran = [], []
-        for _ in range(steps):
-            model.zero_grad(set_to_none=True)
-            compiled(x).backward()
-            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            if backend != "inductor":  # the plans the step report counts in this step (or ran plain Inductor for)
-                report = backend.last_step()
-                ran.append([plan for plan, _ in (*report.graphs, *report.plain_inductor)])
-        return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
+    def run(backend):
+        return decoder_steps_on_device(backend, 2 * CHECKED)
 
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.05, min_bytes=0)
     grads, _, ran = run(backend)

@@ -9,7 +9,6 @@ really leave the saved set, and the plan must say what it did.
 
 from __future__ import annotations
 
-import copy
 import re
 from types import SimpleNamespace
 
@@ -27,7 +26,7 @@ from offload_pass.planning.recompute import (
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
 
-from helpers import assert_same_training
+from helpers import assert_same_training, decoder_steps_on_device
 
 
 def test_choose_trial_least_step_within_budget_else_lowest_peak():
@@ -304,22 +303,8 @@ def test_budget_with_recompute_and_copies_keeps_the_gradients_on_the_device():
     kernels, which may round otherwise; a stale or wrong reload, or a
     recompute from the wrong tensor, is off by far more), and some plan ran
     both recompute and copies."""
-    def run(backend, steps=90):
-        torch._dynamo.reset()
-        torch.manual_seed(0)
-        model = make_decoder(layers=3, hidden=256, heads=4).cuda()
-        x = torch.randn(4, 512, 256, generator=torch.Generator().manual_seed(1)).cuda()
-        exact = copy.deepcopy(model).double()
-        exact(x.double()).backward()
-        compiled = torch.compile(model, backend=backend)
-        grads, ran = [], []
-        for _ in range(steps):
-            model.zero_grad(set_to_none=True)
-            compiled(x).backward()
-            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            if backend != "inductor":
-                ran.append([plan for plan, _ in backend.last_step().graphs])
-        return grads, {n: p.grad for n, p in exact.named_parameters()}, ran
+    def run(backend):
+        return decoder_steps_on_device(backend, 90, layers=3)
 
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.35, min_bytes=0)
     grads, _, ran = run(backend)
