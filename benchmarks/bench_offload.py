@@ -599,14 +599,10 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         ]
         result["calibrations"] = [f"{p.graph_id}: {p.calibration.describe()}" for p in backend.plans if p.calibration]
         result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
-        result["recomputed_mib"] = sum(
-            e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries if e.decision == "recompute"
-        ) / 2**20
+        graphs = backend.last_step().graphs
+        result["recomputed_mib"] = sum(p.recomputed_bytes * calls for p, calls in graphs) / 2**20
         # What the recompute starts from, newly saved: the saved bytes fall by recomputed_mib less this.
-        result["saved_for_recompute_mib"] = sum(
-            e.nbytes * calls for p, calls in backend.last_step().graphs for e in p.entries
-            if e.name in set(p.saved_for_recompute)
-        ) / 2**20
+        result["saved_for_recompute_mib"] = sum(p.saved_for_recompute_bytes * calls for p, calls in graphs) / 2**20
     result.update({
         "step_ms": statistics.median(times),
         "forward_ms": statistics.median(forward_times),

@@ -214,6 +214,7 @@ def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
     assert set(plan.saved_for_recompute) == saved_now - {e.name for e in alone.entries}, str(plan)
     assert set(plan.saved_for_recompute) <= placeholders
     less = sum(e.nbytes for e in alone.entries) - sum(e.nbytes for e in plan.entries if e.decision != "recompute")
+    assert plan.recomputed_bytes - plan.saved_for_recompute_bytes == less > 0
     assert f"{len(plan.saved_for_recompute)} tensors " in str(plan)
     assert f"which the recompute starts from: {less / 2**20:.2f} MiB less saved in all" in str(plan), str(plan)
 

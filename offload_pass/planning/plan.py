@@ -164,6 +164,18 @@ class OffloadPlan:
         return [e.name for e in self.entries if e.decision == Decision.RECOMPUTE]
 
     @property
+    def recomputed_bytes(self) -> int:
+        """Bytes of the first partition's saved tensors this one recomputes."""
+        return sum(e.nbytes for e in self.entries if e.decision == Decision.RECOMPUTE)
+
+    @property
+    def saved_for_recompute_bytes(self) -> int:
+        """Bytes this partition newly saves for the recompute: the saved
+        bytes fall by ``recomputed_bytes`` less these."""
+        new = set(self.saved_for_recompute)
+        return sum(e.nbytes for e in self.entries if e.name in new)
+
+    @property
     def kept_without_gain(self) -> list[PlanEntry]:
         """Marked tensors the keep_if_no_gain trim kept on device."""
         return [e for e in self.entries if e.reason == NO_GAIN_REASON]
@@ -207,14 +219,12 @@ class OffloadPlan:
                 "make_backend(keep_if_no_gain=False) offloads them anyway"
             )
         if self.recompute_level is not None:
-            recomputed = sum(e.nbytes for e in self.entries if e.decision == Decision.RECOMPUTE)
-            new = set(self.saved_for_recompute)
-            newly = sum(e.nbytes for e in self.entries if e.name in new)
+            recomputed, newly = self.recomputed_bytes, self.saved_for_recompute_bytes
             lines.append(
                 f"recomputed {len(self.recomputed)} saved tensors ({mib(recomputed):.2f} MiB) "
                 f"in backward: partitioned under activation_memory_budget={self.recompute_level:g}; "
-                f"it saves {len(new)} tensors ({mib(newly):.2f} MiB) the first partition did not, which the "
-                f"recompute starts from: {mib(recomputed - newly):.2f} MiB less saved in all"
+                f"it saves {len(self.saved_for_recompute)} tensors ({mib(newly):.2f} MiB) the first partition "
+                f"did not, which the recompute starts from: {mib(recomputed - newly):.2f} MiB less saved in all"
             )
         if self.host_pool:
             nbytes, slots = self.host_pool
