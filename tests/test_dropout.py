@@ -36,6 +36,12 @@ from helpers import same_kernel_configs, train_steps  # noqa: E402
 LAYERS, VOCAB = 2, 64
 STEPS = 2
 SEED = 100
+# One batch for both tests, long enough that activations outweigh the
+# weights (the budget test needs that), so plain Inductor's reference is
+# compiled and run once per device (``reference``); both tests on one xdist
+# worker, which holds it.
+BATCH, SEQ = 16, 64
+pytestmark = pytest.mark.xdist_group("bert_dropout")
 # A dropout's mask in the joint graph: rand > p, a bool tensor.
 MASK_OP = "aten.gt"
 DROPOUTS = sorted(
@@ -87,6 +93,16 @@ def train(model: torch.nn.Module, backend, batch: dict) -> list:
     return history
 
 
+_REFERENCES: dict[str, list] = {}
+
+
+def reference(device: str) -> list:
+    """Plain Inductor's steps on the tests' batch: compiled once per device."""
+    if device not in _REFERENCES:
+        _REFERENCES[device] = train(build_bert(device), "inductor", inputs(BATCH, SEQ, device))
+    return _REFERENCES[device]
+
+
 def assert_same(got: list, want: list) -> None:
     for step, ((l1, g1), (l2, g2)) in enumerate(zip(got, want)):
         assert torch.equal(l1, l2), f"loss, step {step}: {l1.item()} != {l2.item()}"
@@ -95,8 +111,8 @@ def assert_same(got: list, want: list) -> None:
 
 
 def test_dropout_masks_are_offloaded_and_drawn_alike(device):
-    batch = inputs(2, 16, device)
-    want = train(build_bert(device), "inductor", batch)
+    batch = inputs(BATCH, SEQ, device)
+    want = reference(device)
     # Dropout is live: the steps draw other masks, so their losses differ
     # (a comparison of masks that are never drawn would compare nothing).
     assert not torch.equal(want[0][0], want[1][0])
@@ -128,10 +144,10 @@ def test_dropout_masks_are_offloaded_and_drawn_alike(device):
 
 
 def test_budget_recomputes_around_dropout_without_drawing_masks_again(device):
-    # Long enough that activations outweigh the weights: with only the
-    # attention's scores marked, offload alone cannot reach half the peak.
-    batch = inputs(16, 64, device)
-    want = train(build_bert(device), "inductor", batch)
+    # With only the attention's scores marked, offload alone cannot reach
+    # half the peak.
+    batch = inputs(BATCH, SEQ, device)
+    want = reference(device)
 
     model = build_bert(device)
     offload_pass.offload_modules(model, "bert.encoder.layer.*.attention.self")

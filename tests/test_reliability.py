@@ -16,6 +16,7 @@ import offload_pass
 from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 
+from conftest import DEVICES
 from helpers import assert_same_training
 
 ATTN_MLP = lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")
@@ -154,6 +155,39 @@ def test_non_contiguous_channels_last_empty_and_outputs():
     assert offloaded, plan
     reasons = {e.reason for e in plan.entries if e.decision == "keep"}
     assert "model output (or shares its storage)" in reasons, plan
+
+
+class TwoConvs(nn.Module):
+    """A 4-D activation between two convolutions: Inductor's layout
+    optimization (on whenever a graph has a convolution on the CPU, and on
+    convolution-heavy graphs on the GPU) prefers channels last for every node
+    up to the last convolution, the users of such nodes included."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv1(x))
+        return torch.sin(self.conv2(h)).square().mean()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_host_copy_between_convolutions_keeps_its_layout(device):
+    # Inductor gives a 4-D graph output among the nodes that prefer channels
+    # last that layout, by a copy: the host copy of ``h`` was copied again on
+    # the host (a CPU kernel reading it before the device->host copy lands),
+    # and the release refused the copy it was handed (Hugging Face Mamba,
+    # whose scan saves 4-D tensors between its layers' conv1d). The layout
+    # optimization forced on: the GPU's heuristic leaves a graph this small alone.
+    x = torch.randn(2, 3, 8, 8, device=device)
+    with torch._inductor.config.patch(force_layout_optimization=True):
+        backend = assert_same_training(TwoConvs().to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
+    plan = backend.plans[-1]
+    offloaded = {e.name: e.shape for e in plan.entries if e.decision == "offload"}
+    # tanh's output (conv2's input), 4-D and before the last convolution.
+    assert (2, 8, 8, 8) in offloaded.values(), plan
 
 
 class BreakInside(nn.Module):

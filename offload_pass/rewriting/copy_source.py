@@ -18,6 +18,16 @@ memory timeline counts one), and the release's wait guards the buffer the
 copy reads. Where a copy is still needed (a view no strides can express, an
 expanded tensor), Inductor makes it, and the runtime holds it until its copy
 landed.
+
+And the host copy, a graph output, keeps the strides ``offload`` gave it:
+Inductor lays a 4-D output among the nodes its layout optimization prefers
+channels last for (up to a graph's last convolution, their users included)
+out channels last, by a copy of its own. For the host copy that copy was a
+CPU kernel reading the page-locked buffer before the device->host copy
+landed, and the release was handed the copy (it refuses one: the runtime
+check in ``runtime.ops``). So the node is taken out of that set as it is
+lowered (Hugging Face Mamba, whose scan saves 4-D tensors between its
+layers' conv1d; any network with two convolutions on the CPU).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import torch
 import torch.fx as fx
 from torch._inductor import ir
 from torch._inductor.lowering import make_fallback
+from torch._inductor.virtualized import V
 
 from offload_pass.runtime import OPS
 
@@ -37,7 +48,11 @@ __all__ = ["offload_input_layout"]
 def offload_input_layout(node: fx.Node, x: Any, *args: Any, **kwargs: Any) -> tuple[tuple, dict]:
     """Inductor's layout constraint of ``offload``: ``x`` realized, then held
     to the strides of the node's fake input (a copy only where the realized
-    buffer cannot have them)."""
+    buffer cannot have them). The node's own output keeps the strides of its
+    fake value: it leaves the nodes Inductor would lay out channels last."""
+    prefer_channels_last = getattr(V.graph, "nodes_prefer_channels_last", None)
+    if prefer_channels_last is not None:
+        prefer_channels_last.discard(node)
     source = node.args[0] if node.args else None
     fake = source.meta.get("val") if isinstance(source, fx.Node) else None
     if isinstance(x, ir.TensorBox) and isinstance(fake, torch.Tensor):
