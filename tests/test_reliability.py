@@ -160,8 +160,8 @@ def test_non_contiguous_channels_last_empty_and_outputs():
 class TwoConvs(nn.Module):
     """A 4-D activation between two convolutions: Inductor's layout
     optimization (on whenever a graph has a convolution on the CPU, and on
-    convolution-heavy graphs on the GPU) prefers channels last for every node
-    up to the last convolution, the users of such nodes included."""
+    convolution-heavy graphs on the GPU) prefers channels last for the nodes
+    between two convolutions, the users of such nodes included."""
 
     def __init__(self):
         super().__init__()

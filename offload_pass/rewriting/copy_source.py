@@ -22,12 +22,13 @@ landed.
 And the host copy, a graph output, keeps the strides ``offload`` gave it:
 Inductor lays a 4-D output among the nodes its layout optimization prefers
 channels last for (the nodes that feed a convolution, and those that follow
-one up to the graph's last convolution, their users included) out channels last, by a copy of its own. For the host copy that copy was a
-CPU kernel reading the page-locked buffer before the device->host copy
-landed, and the release was handed the copy (it refuses one: the runtime
-check in ``runtime.ops``). So the node is taken out of that set as it is
-lowered (Hugging Face Mamba, whose scan saves 4-D tensors between its
-layers' conv1d; any network with two convolutions on the CPU).
+one up to the graph's last convolution, their users included) out channels
+last, by a copy of its own. For the host copy that copy was a CPU kernel
+reading the page-locked buffer before the device->host copy landed, and the
+release was handed the copy (it refuses one: the runtime check in
+``runtime.ops``). So the node is taken out of that set as it is lowered
+(Hugging Face Mamba, whose scan saves 4-D tensors between its layers'
+conv1d; any network with two convolutions on the CPU).
 """
 
 from __future__ import annotations
