@@ -37,8 +37,9 @@ def test_decoder_gradients_match(device, mark):
     assert stats["offload_bytes"] == 3 * plan.offloaded_bytes
     assert stats["reload_bytes"] == stats["offload_bytes"]
     assert runtime.pending_events() == (0, 0)
-    # Each copy read the buffer its release waited for (on CUDA: no
-    # temporary the compiler made for the op, rewriting/copy_source.py).
+    # Each copy read the buffer its release waited for (no temporary the
+    # compiler made for the op, rewriting/copy_source.py; counted on both
+    # devices).
     assert stats["temporary_sources"] == 0
 
 

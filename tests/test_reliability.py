@@ -182,12 +182,18 @@ def test_a_host_copy_between_convolutions_keeps_its_layout(device):
     # whose scan saves 4-D tensors between its layers' conv1d). The layout
     # optimization forced on: the GPU's heuristic leaves a graph this small alone.
     x = torch.randn(2, 3, 8, 8, device=device)
+    runtime.reset_stats()
     with torch._inductor.config.patch(force_layout_optimization=True):
         backend = assert_same_training(TwoConvs().to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
     plan = backend.plans[-1]
     offloaded = {e.name: e.shape for e in plan.entries if e.decision == "offload"}
-    # tanh's output (conv2's input), 4-D and before the last convolution.
-    assert (2, 8, 8, 8) in offloaded.values(), plan
+    # tanh's output (conv2's input), 4-D and before the last convolution, and
+    # conv2's output.
+    assert offloaded == {"tanh": (2, 8, 8, 8), "convolution_1": (2, 8, 8, 8)}, plan
+    # Both are laid out channels last; each copy read that buffer as it is,
+    # not a device copy of it made to the traced (contiguous) strides.
+    stats = runtime.stats()
+    assert stats["offload_calls"] == 2 * 2 and stats["temporary_sources"] == 0, stats
 
 
 class BreakInside(nn.Module):

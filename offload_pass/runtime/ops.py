@@ -200,7 +200,11 @@ def _copy_out(
     STATE.stats["offload_bytes"] += nbytes
     if not x.is_cuda:
         # CPU path (CI): a real, separate buffer, so the backward reads a copy.
+        # Synchronous, so nothing needs holding; the source is recorded all
+        # the same, for the release to count a temporary the compiler made
+        # as on the GPU (tests see it on this machine).
         _copy_layout(host, x)
+        STATE.copy_sources[host.data_ptr()] = x
         return host
     if x.numel() == 0:
         return host
@@ -290,6 +294,7 @@ def _reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.T
     STATE.stats["reload_bytes"] += _nbytes(host)
     if device.type != "cuda" or host.device.type == "cuda":
         # CPU path, or a fallback copy that never left the device.
+        STATE.copy_sources.pop(host.data_ptr(), None)
         out = _reload_buffer(host, device, align)
         _copy_layout(out, host)
         return out
@@ -343,9 +348,16 @@ _SCHEMAS = {
         # Inductor lays ``x`` out as its fake value (rewriting/copy_source.py).
         _offload, _offload_fake, (),
     ),
-    "release": ("release(Tensor x, Tensor(a!) host) -> ()", _release, _no_result, ()),
-    "reload": ("reload(Tensor host, Device device, SymInt align=0) -> Tensor", _reload, _reload_fake, ()),
-    "wait_reload": ("wait_reload(Tensor(a!) x) -> ()", _wait_reload, _no_result, ()),
+    # The other three take their tensors in whatever layout they have: a copy
+    # of the host copy would be a kernel reading the page-locked buffer
+    # before its device->host copy landed, and a copy of what they wait for
+    # would be waited for instead of it.
+    "release": ("release(Tensor x, Tensor(a!) host) -> ()", _release, _no_result, (torch.Tag.flexible_layout,)),
+    "reload": (
+        "reload(Tensor host, Device device, SymInt align=0) -> Tensor", _reload, _reload_fake,
+        (torch.Tag.flexible_layout,),
+    ),
+    "wait_reload": ("wait_reload(Tensor(a!) x) -> ()", _wait_reload, _no_result, (torch.Tag.flexible_layout,)),
 }
 for _name, (_schema, _kernel, _fake, _tags) in _SCHEMAS.items():
     _LIB.define(_schema, tags=(*_tags, torch.Tag.pt2_compliant_tag))
