@@ -96,8 +96,21 @@ def _layer_names(model: torch.nn.Module) -> tuple[str, str, str, str]:
     return "model.layers", "self_attn", "mlp", "mlp.experts"
 
 
+def _image_stages(model: torch.nn.Module) -> list[str]:
+    """A timm network's stages, in order (its ``feature_info`` less the stem)."""
+    return [info["module"] for info in model.feature_info][1:]
+
+
 def marked_modules(model: torch.nn.Module, what: str) -> tuple[list[str], object]:
     """(module names to mark, roles) for a --mark value."""
+    if hasattr(model, "feature_info"):  # a timm image network
+        if what == "none":
+            return [], None
+        if what == "all":
+            return ["**"], None
+        if what.startswith("stages:"):
+            return _image_stages(model)[: int(what[len("stages:"):])], None
+        raise SystemExit(f"unknown --mark {what!r} for a timm network; valid: none, all, stages:K (first K stages)")
     layers, attn, mlp, experts = _layer_names(model)
     n = len(model.get_submodule(layers))
     if what == "none":  # with mode=auto / budget: every eligible saved tensor is a candidate
@@ -302,6 +315,13 @@ def profile_step(step, keep_trace: Optional[str] = None) -> dict:
 HF_MODELS = ("hf_llama", "hf_qwen3_moe")
 
 
+def model_choice(value: str) -> str:
+    """--model: ours, a Hugging Face decoder, or ``timm:NAME`` (any timm network, images ``--image``)."""
+    if value in ("decoder", "moe", *HF_MODELS) or (value.startswith("timm:") and len(value) > 5):
+        return value
+    raise argparse.ArgumentTypeError(f"unknown model {value!r}; valid: decoder, moe, {', '.join(HF_MODELS)}, timm:NAME")
+
+
 def host_profile_forward(forward: Callable[[], torch.Tensor], zero_grad: Callable[[], None], path: str) -> None:
     """Where the host's time to issue the forward goes, written to ``path``:
     cProfile over 5 synchronized forwards (each followed by its backward,
@@ -374,22 +394,34 @@ def build_model(args: argparse.Namespace) -> torch.nn.Module:
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
     if args.model in HF_MODELS:
         return hf_model(args, dtype)
+    if args.model.startswith("timm:"):
+        import timm
+
+        model = timm.create_model(args.model[len("timm:"):], pretrained=False)
+        return model.to(device="cuda", dtype=dtype, memory_format=torch.channels_last)
     if args.model == "moe":
         return make_moe(args.layers, args.hidden, args.ffn, args.experts, dtype=dtype, device="cuda")
     return make_decoder(args.layers, args.hidden, args.heads, dtype=dtype, device="cuda")
 
 
 def model_inputs(args: argparse.Namespace, dtype: torch.dtype) -> object:
-    """Token ids for a Hugging Face model (labels: the same ids), else hidden states."""
+    """Token ids for a Hugging Face model (labels: the same ids), images for a
+    timm network (channels last, as such networks are trained), else hidden states."""
     if args.model in HF_MODELS:
         return torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
+    if args.model.startswith("timm:"):
+        images = torch.randn(args.batch, 3, args.image, args.image, device="cuda", dtype=dtype)
+        return images.contiguous(memory_format=torch.channels_last)
     return torch.randn(args.batch, args.seq, args.hidden, device="cuda", dtype=dtype)
 
 
 def run_model(compiled, x: torch.Tensor) -> torch.Tensor:
-    """The loss of one forward: HF models take ids and labels."""
+    """The loss of one forward: HF models take ids and labels; an image
+    network's logits are reduced to one number (no labels needed to time it)."""
     if x.dtype == torch.long:
         return compiled(input_ids=x, labels=x).loss
+    if x.dim() == 4:
+        return compiled(x).float().logsumexp(-1).mean()
     return compiled(x)
 
 
@@ -810,7 +842,9 @@ def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """The arguments ``build_model`` and ``model_inputs`` read (other
     benchmarks build their models here too)."""
-    p.add_argument("--model", default="decoder", choices=["decoder", "moe", *HF_MODELS])
+    p.add_argument("--model", default="decoder", type=model_choice,
+                   help=f"decoder, moe, {', '.join(HF_MODELS)}, or timm:NAME (a timm network, channels last)")
+    p.add_argument("--image", type=int, default=224, help="timm:NAME: image size")
     p.add_argument("--ffn", type=int, default=2048, help="moe / hf_*: (per-expert) ffn size")
     p.add_argument("--vocab", type=int, default=8192, help="hf_*: vocabulary size")
     p.add_argument("--experts", type=int, default=8)

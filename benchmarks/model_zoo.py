@@ -2,18 +2,22 @@
 gradients against plain Inductor's and the exact (float64, eager) ones.
 
 Hugging Face architectures built from small configs (no download) and,
-convolutional networks (a small residual one of our own, and timm's
-ResNet-18 where timm is installed): each model runs ``--steps`` training
+convolutional networks (a small residual one of our own; timm's ResNet-18,
+``resnet18``, and any timm model by name, ``timm:NAME``, where timm is
+installed): each model runs ``--steps`` training
 steps (the same weights and batch each step) compiled with plain Inductor and
 with ``offload_modules(model, "**")`` under the offload backend (``min_bytes=0,
 keep_if_no_gain=False``: every saved tensor the marks allow is offloaded). A
 model passes when every parameter's gradient of every step stands within
 ``--factor`` x plain Inductor's own distance from the exact gradient (plus
 ``--floor`` of the exact gradient's largest value: where plain Inductor is
-exact to the last bit); the losses alike. The table lists what was offloaded
-and each model's worst ratio; ``--json`` writes the rows.
+exact to the last bit); the losses alike. The table lists what was offloaded,
+how many of the copies read a temporary the compiler made
+(``stats()["temporary_sources"]``) and each model's worst ratio; ``--json``
+writes the rows.
 
     python benchmarks/model_zoo.py --device cuda --json OUT/zoo.json
+    python benchmarks/model_zoo.py --device cuda --models timm:convnext_atto,timm:densenet121
     python benchmarks/model_zoo.py --device cpu --models mamba,t5 --hidden 64
 """
 
@@ -70,10 +74,16 @@ def _hf(name: str, hidden: int, layers: int, vocab: int) -> torch.nn.Module:
 HF_MODELS = ("gemma2", "gemma3", "phi3", "olmo2", "mixtral", "gpt_oss", "deepseek_v3", "t5", "mamba")
 
 
-def _resnet() -> torch.nn.Module:
+def _timm(name: str, image: int) -> torch.nn.Module:
     import timm
 
-    return timm.create_model("resnet18", num_classes=10, pretrained=False)
+    # Vision transformers are built for one image size; the others take any.
+    sized = {"img_size": image} if name.startswith(("vit", "deit", "swin")) else {}
+    return timm.create_model(name, num_classes=10, pretrained=False, **sized)
+
+
+def _is_image_model(name: str) -> bool:
+    return name in ("resnet18", "convnet") or name.startswith("timm:")
 
 
 class _Block(torch.nn.Module):
@@ -100,8 +110,8 @@ def build(name: str, args: argparse.Namespace) -> tuple[torch.nn.Module, dict]:
     """The model (float32) and its batch, both on ``args.device``."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
-    if name in ("resnet18", "convnet"):
-        model = _resnet() if name == "resnet18" else _convnet()
+    if _is_image_model(name):
+        model = _convnet() if name == "convnet" else _timm(name.removeprefix("timm:"), args.image)
         batch = {"x": torch.randn(args.batch, 3, args.image, args.image, generator=g),
                  "labels": torch.randint(0, 10, (args.batch,), generator=g)}
     else:
@@ -112,11 +122,16 @@ def build(name: str, args: argparse.Namespace) -> tuple[torch.nn.Module, dict]:
         seq = min(args.seq, 32) if name == "mamba" else args.seq
         ids = torch.randint(0, args.vocab, (args.batch, seq), generator=g)
         batch = {"input_ids": ids, "labels": ids.clone()}
-    return model.to(args.device), {k: v.to(args.device) for k, v in batch.items()}
+    model, batch = model.to(args.device), {k: v.to(args.device) for k, v in batch.items()}
+    if args.channels_last and _is_image_model(name):
+        # As users of convolutional networks train them.
+        model = model.to(memory_format=torch.channels_last)
+        batch["x"] = batch["x"].contiguous(memory_format=torch.channels_last)
+    return model, batch
 
 
 def loss_of(name: str, model, batch: dict) -> torch.Tensor:
-    if name in ("resnet18", "convnet"):
+    if _is_image_model(name):
         return torch.nn.functional.cross_entropy(model(batch["x"]), batch["labels"])
     return model(**batch).loss
 
@@ -168,14 +183,17 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     torch._dynamo.reset()
     row["marked"] = len(offload_pass.offload_modules(model, "**"))
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    offload_pass.runtime.reset_stats()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = steps(name, model, torch.compile(model, backend=backend), batch, args.steps)
+    copies = offload_pass.runtime.stats()
     torch._dynamo.reset()
     offloaded = [e for p in backend.plans for e in p.entries if e.decision == Decision.OFFLOAD]
     row["graphs"] = len(backend.plans)
     row["offloaded"] = len(offloaded)
     row["offloaded_mib"] = round(sum(e.nbytes for e in offloaded) / 2**20, 3)
+    row["copies"], row["temporaries"] = copies["offload_calls"], copies["temporary_sources"]
     row["worst_ratio"], row["worst_at"] = worst_ratio(got, plain, exact, args.floor)
     row["passed"] = row["worst_ratio"] <= args.factor
     row["seconds"] = round(time.time() - start, 1)
@@ -192,6 +210,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--image", type=int, default=64)
+    p.add_argument("--channels-last", action="store_true", help="image models and their input channels last")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--factor", type=float, default=4.0)
     p.add_argument("--floor", type=float, default=1e-6)
@@ -211,13 +230,16 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                        "torch": torch.__version__, "args": vars(args), "rows": rows}, f, indent=1)
-    print(f"\n{'model':<12} {'graphs':>6} {'marked':>6} {'offloaded':>9} {'MiB':>8} {'worst ours/plain':>16}  result")
+    width = max(12, *(len(r["model"]) for r in rows))
+    print(f"\n{'model':<{width}} {'graphs':>6} {'marked':>6} {'offloaded':>9} {'MiB':>8} {'copies':>6} "
+          f"{'temporaries':>11} {'worst ours/plain':>16}  result")
     for r in rows:
         if "error" in r:
-            print(f"{r['model']:<12} ERROR {r['error']}")
+            print(f"{r['model']:<{width}} ERROR {r['error']}")
             continue
-        print(f"{r['model']:<12} {r['graphs']:>6} {r['marked']:>6} {r['offloaded']:>9} {r['offloaded_mib']:>8.2f} "
-              f"{r['worst_ratio']:>16.3f}  {'pass' if r['passed'] else 'FAIL at ' + r['worst_at']}")
+        print(f"{r['model']:<{width}} {r['graphs']:>6} {r['marked']:>6} {r['offloaded']:>9} {r['offloaded_mib']:>8.2f} "
+              f"{r['copies']:>6} {r['temporaries']:>11} {r['worst_ratio']:>16.3f}  "
+              f"{'pass' if r['passed'] else 'FAIL at ' + r['worst_at']}")
 
 
 if __name__ == "__main__":

@@ -309,6 +309,12 @@ def _peak(plan: Any) -> Optional[int]:
     return None if plan.prediction is None else plan.prediction.peak
 
 
+def _frees_by_design(plan: Any) -> bool:
+    """Whether a plan frees anything by what it chose: copies, or a
+    recompute partition (``calibration.choose_fallback``)."""
+    return bool(plan.groups) or plan.recompute_level is not None
+
+
 def _frees_more(again: Any, plan: Any) -> bool:
     """Whether the plan ``again`` (planned again under a calibration whose
     peak offset ``plan``'s measured peak set) predicts a lower peak than
@@ -691,7 +697,7 @@ class CompiledGraph:
             return False
         plain_runs = self.plain is not None and plain is not None
         fallback = choose_fallback(
-            [(self.backend.plans[i].graph_id, self.backend.plans[i].measured) for i, _ in self._plans],
+            [(p.graph_id, p.measured, _frees_by_design(p)) for p in (self.backend.plans[i] for i, _ in self._plans)],
             plan.max_overhead, plain_runs,
         )
         if fallback is None:

@@ -1,10 +1,15 @@
-"""The benchmark's variant names (``bench_offload.py --variants``): OffloadConfig
+"""The benchmark's variant names (``bench_offload.py --variants``), models and marks: OffloadConfig
 knobs in parentheses, Inductor options in braces. Pure Python."""
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+import torch
+
 import offload_pass
-from benchmarks.bench_offload import parse_overrides, split_inductor_options
+from benchmarks.bench_offload import marked_modules, model_choice, parse_overrides, split_inductor_options
 
 
 def test_inductor_options_in_braces_are_split_off_with_their_types():
@@ -23,3 +28,29 @@ def test_disabled_passes_name_several_passes_joined_by_plus():
     # What the bench hands make_backend is a config it accepts.
     config = offload_pass.make_backend(**overrides).config
     assert [p.value for p in config.disabled_passes] == ["calibrate", "recompute"]
+
+
+class _TimmLike(torch.nn.Module):
+    """What the bench reads of a timm network: its ``feature_info`` (stem first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.layer1, self.layer2, self.layer3 = (torch.nn.Conv2d(3, 3, 1) for _ in range(4))
+        self.feature_info = [{"module": name} for name in ("stem", "layer1", "layer2", "layer3")]
+
+
+def test_a_timm_network_is_marked_by_its_stages():
+    model = _TimmLike()
+    assert marked_modules(model, "all") == (["**"], None)
+    assert marked_modules(model, "stages:2") == (["layer1", "layer2"], None)
+    assert marked_modules(model, "none") == ([], None)
+    with pytest.raises(SystemExit, match="unknown --mark 'attn' for a timm network; valid: none, all, stages:K"):
+        marked_modules(model, "attn")
+
+
+def test_models_are_named_from_a_fixed_list_or_as_timm_networks():
+    assert model_choice("timm:resnet50") == "timm:resnet50"
+    assert model_choice("hf_llama") == "hf_llama"
+    for bad in ("timm:", "resnet50"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"unknown model '{bad}'; valid: decoder, moe, hf_llama"):
+            model_choice(bad)

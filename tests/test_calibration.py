@@ -450,8 +450,8 @@ def test_auto_falls_back_to_the_plan_measured_within_that_frees_the_most():
     assert OVERHEAD_NOISE == 0.01
     assert _checked_at(0.036, 1000).measured_overhead == pytest.approx(0.036)
     # HF Llama, auto 2 % on the H200 (seventeenth session): +6.3, +2.1, +3.6 %.
-    plans = [("graph 3", _checked_at(0.063, 900)), ("graph 4", _checked_at(0.021, 1100)),
-             ("graph 5", _checked_at(0.036, 1000))]
+    plans = [("graph 3", _checked_at(0.063, 900), True), ("graph 4", _checked_at(0.021, 1100), True),
+             ("graph 5", _checked_at(0.036, 1000), True)]
     fallback = choose_fallback(plans, 0.02)
     assert fallback is not None and fallback.plan == 1 and not fallback.plain
     assert fallback.reason == (
@@ -459,17 +459,18 @@ def test_auto_falls_back_to_the_plan_measured_within_that_frees_the_most():
         "again: runs graph 4's plan instead, measured +2.1%"
     )
     # Within max_overhead + the noise: kept (+2.9 % against 2 %; +3.6 % against 3 %).
-    assert choose_fallback(plans[:2] + [("graph 5", _checked_at(0.029, 1000))], 0.02) is None
+    assert choose_fallback(plans[:2] + [("graph 5", _checked_at(0.029, 1000), True)], 0.02) is None
     assert choose_fallback(plans, 0.03) is None
     # Of several within, the one that freed the most (lowest peak), then the faster.
-    within = [("graph 3", _checked_at(0.01, 1200)), ("graph 4", _checked_at(0.025, 1100)),
-              ("graph 5", _checked_at(0.05, 1000))]
+    within = [("graph 3", _checked_at(0.01, 1200), True), ("graph 4", _checked_at(0.025, 1100), True),
+              ("graph 5", _checked_at(0.05, 1000), True)]
     assert choose_fallback(within, 0.02).plan == 1
-    tied = [("graph 3", _checked_at(0.02, 1100)), ("graph 4", _checked_at(0.01, 1100)),
-            ("graph 5", _checked_at(0.05, 1000))]
+    tied = [("graph 3", _checked_at(0.02, 1100), True), ("graph 4", _checked_at(0.01, 1100), True),
+            ("graph 5", _checked_at(0.05, 1000), True)]
     assert choose_fallback(tied, 0.02).plan == 1
     # None within: plain Inductor's graph, where the device had room for it.
-    over = [("graph 3", _checked_at(0.063, 900)), ("graph 4", None), ("graph 5", _checked_at(0.05, 1000))]
+    over = [("graph 3", _checked_at(0.063, 900), True), ("graph 4", None, True),
+            ("graph 5", _checked_at(0.05, 1000), True)]
     fallback = choose_fallback(over, 0.02)
     assert fallback.plain and fallback.reason.endswith(
         "no plan of this graph measured within; runs plain Inductor's graph instead"
@@ -477,8 +478,30 @@ def test_auto_falls_back_to_the_plan_measured_within_that_frees_the_most():
     assert choose_fallback(over, 0.02, plain_runs=False) is None
     # Not measured against plain Inductor: its overhead is no measurement; kept.
     alone = check_prediction(_prediction(), MeasuredCall(40, 20.0, 20.0, 0.0, 0.0, 1000))
-    assert choose_fallback([("graph 3", alone)], 0.02) is None
-    assert choose_fallback([("graph 3", None)], 0.02) is None
+    assert choose_fallback([("graph 3", alone, True)], 0.02) is None
+    assert choose_fallback([("graph 3", None, True)], 0.02) is None
+
+
+def test_auto_runs_plain_inductor_in_place_of_a_plan_that_frees_nothing():
+    # timm ResNet-50, auto 2 % on the H200 (thirtieth session): the re-plans
+    # chose no copy, and measured +2.7 % and +3.3 % against plain Inductor's
+    # graph (its partition under other Inductor options): slower, nothing freed.
+    plans = [("graph 0", _checked_at(0.192, 4740), True), ("graph 1", _checked_at(0.027, 5160), False),
+             ("graph 2", _checked_at(0.033, 5160), False)]
+    fallback = choose_fallback(plans, 0.02)
+    assert fallback.plain and fallback.reason == (
+        "frees nothing (no copy, no recompute; measured +3.3% against plain Inductor's graph): runs plain "
+        "Inductor's graph instead"
+    )
+    # Within max_overhead, or faster than plain Inductor's, alike: nothing is freed for it.
+    assert choose_fallback(plans[:2], 0.02).plain
+    assert choose_fallback([("graph 1", _checked_at(-0.01, 5160), False)], 0.02).plain
+    # Where plain Inductor's graph has no room, the plan runs on; unmeasured, it is kept.
+    assert choose_fallback(plans, 0.02, plain_runs=False) is None
+    assert choose_fallback([("graph 1", None, False)], 0.02) is None
+    # An earlier plan that frees nothing is never what a plan over max_overhead falls back to.
+    over = [("graph 0", _checked_at(0.0, 5160), False), ("graph 1", _checked_at(0.05, 4000), True)]
+    assert choose_fallback(over, 0.02).plain
 
 
 def test_the_selection_spends_max_overhead_of_plain_inductors_measured_step():

@@ -34,7 +34,8 @@ above what was allocated when the forward started). Gives:
 - ``choose_fallback``: under mode="auto", what a graph whose last plan
   still measured over ``max_overhead`` (+ ``OVERHEAD_NOISE``) runs instead:
   the earlier plan of it measured within that frees the most, else plain
-  Inductor's graph (a ``Fallback``).
+  Inductor's graph (a ``Fallback``); and plain Inductor's graph in place of
+  a last plan that frees nothing.
 
 Pure functions over plain data: the simulator is handed in as a callable, so
 everything here is testable without a device.
@@ -518,30 +519,47 @@ class Fallback:
 
 
 def choose_fallback(
-    plans: Sequence[tuple[str, Optional[PredictionCheck]]], max_overhead: float, plain_runs: bool = True
+    plans: Sequence[tuple[str, Optional[PredictionCheck], bool]], max_overhead: float, plain_runs: bool = True
 ) -> Optional[Fallback]:
     """mode="auto"'s last word on a graph: ``plans`` are each plan of the
-    graph (its graph id and check; None: not measured), oldest first, the
-    last the plan running now, which will not be planned again. Where that
-    plan measured more than ``max_overhead`` + ``OVERHEAD_NOISE`` over
-    plain Inductor's graph measured beside it (``measured_overhead``), the
-    graph runs the earlier plan measured within that which freed the most
-    (the lowest peak, measured where it was; then the least slowdown); with
-    none, plain Inductor's graph (``plain_runs``: the device had room for it;
+    graph (its graph id, its check, None: not measured, and whether it frees
+    anything by design: copies, or a recompute partition), oldest first, the
+    last the plan running now, which will not be planned again.
+
+    Where that plan frees nothing and was measured against plain Inductor's
+    graph, it is plain Inductor's partition compiled under this package's
+    Inductor options (buffer reuse and peak-memory reordering off, for the
+    copies' schedule), a slowdown bought for nothing (timm ResNet-50 on the
+    H200: +2.7 % and +3.3 %, 2026-11-28): plain Inductor's graph runs
+    (``plain_runs``: the device had room for it; else None). Where it
+    measured more than ``max_overhead`` + ``OVERHEAD_NOISE`` over plain
+    Inductor's graph measured beside it (``measured_overhead``), the graph
+    runs the earlier plan measured within that which freed the most (the
+    lowest peak, measured where it was; then the least slowdown) among those
+    that free anything; with none, plain Inductor's graph (``plain_runs``;
     else None: the plan runs on, nothing within the promise can run). None
     too where the last plan is within, or was not measured against plain
     Inductor (its overhead is a prediction, not a measurement)."""
-    last = plans[-1][1] if plans else None
+    last_id, last, last_frees = plans[-1] if plans else ("", None, True)
     limit = max_overhead + OVERHEAD_NOISE
-    if last is None or last.measured_overhead is None or last.measured_overhead <= limit:
+    if last is None or last.measured_overhead is None:
+        return None
+    if not last_frees:
+        if not plain_runs:
+            return None
+        return Fallback(None, (
+            f"frees nothing (no copy, no recompute; measured {last.measured_overhead:+.1%} against plain Inductor's "
+            "graph): runs plain Inductor's graph instead"
+        ))
+    if last.measured_overhead <= limit:
         return None
     over = (
         f"measured {last.measured_overhead:+.1%} against plain Inductor's graph, over max_overhead "
         f"{max_overhead:.1%} (+{OVERHEAD_NOISE:.0%} noise), and not planned again"
     )
     within = [
-        (i, c) for i, (_, c) in enumerate(plans[:-1])
-        if c is not None and c.measured_overhead is not None and c.measured_overhead <= limit
+        (i, c) for i, (_, c, frees) in enumerate(plans[:-1])
+        if frees and c is not None and c.measured_overhead is not None and c.measured_overhead <= limit
     ]
     if within:
         def most_freed_then_fastest(item: tuple[int, PredictionCheck]) -> tuple[float, float]:
