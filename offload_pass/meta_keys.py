@@ -20,6 +20,10 @@ CHOSEN_KEY          rewriting          what the plan chose (``Decision``) on a
 CREATED_BY_KEY      rewriting          which pass made a node ("rewrite")
 REPLACES_KEY        rewriting          on a reload or rebuilt view: the name of
                                        the saved tensor it stands for
+LAYOUT_FREE_KEY     rewriting          on an offload: True where its host copy
+                                       stands for its source alone (no view is
+                                       rebuilt from it by traced strides), so
+                                       any dense layout may be copied as is
 ==================  =================  ==========================================
 """
 
@@ -30,3 +34,4 @@ TENSOR_REQUEST_KEY = "offload_pass_tensor_request"
 CHOSEN_KEY = "offload_pass_chosen"
 CREATED_BY_KEY = "offload_pass_created_by"
 REPLACES_KEY = "offload_pass_replaces"
+LAYOUT_FREE_KEY = "offload_pass_layout_free"

@@ -196,6 +196,62 @@ def test_a_host_copy_between_convolutions_keeps_its_layout(device):
     assert stats["offload_calls"] == 2 * 2 and stats["temporary_sources"] == 0, stats
 
 
+class ConvView(nn.Module):
+    """A convolution's output saved as a view of all of it (the linear layer
+    saves ``h.view(n, -1)``), and a 4-D activation between two convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.lin = nn.Linear(8 * 8 * 8, 4)
+
+    def forward(self, x):
+        h = self.conv2(torch.tanh(self.conv1(x)))
+        v = h.view(h.shape[0], -1)
+        return (self.lin(v) * v[:, :4]).square().mean()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_copy_rebuilt_as_views_keeps_the_traced_layout(device):
+    # ``offload`` copies a convolution's output in the layout Inductor gave it
+    # (channels last) where the host copy stands for that tensor alone. The
+    # backward rebuilds the views of a storage copy by their traced strides
+    # (``as_strided``), so such a copy must hold the traced layout: copied
+    # channels last, every gradient of conv1 and conv2 came out wrong.
+    x = torch.randn(2, 3, 8, 8, device=device)
+    runtime.reset_stats()
+    with torch._inductor.config.patch(force_layout_optimization=True):
+        backend = assert_same_training(ConvView().to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
+    groups = {g.storage: (g.members, g.copy.value) for g in backend.plans[-1].groups}
+    assert groups == {
+        "tanh": (("tanh",), "tensor"), "convolution_1": (("view",), "storage"), "addmm": (("addmm",), "tensor")
+    }, backend.plans[-1]
+    # tanh's output is copied as Inductor laid it out; conv2's output is
+    # copied to its traced strides first, by a device copy, each step.
+    assert runtime.stats()["temporary_sources"] == 2, runtime.stats()
+
+
+def test_only_a_copy_nothing_reads_by_its_traced_strides_may_keep_another_layout():
+    # Which host copies ``offload`` may take in the layout Inductor gives
+    # their source (copy_source.py): not one the backward rebuilds views from
+    # (a storage copy), nor one the backward reads with ``as_strided``.
+    from offload_pass.enums import CopyKind
+    from offload_pass.planning.plan import OffloadGroup, OffloadPlan
+    from offload_pass.rewriting.rewrite import _copies
+
+    backward = torch.fx.Graph()
+    a, b, c = (backward.placeholder(name) for name in "abc")
+    strided = backward.call_function(torch.ops.aten.as_strided.default, (b, [4], [1], 0))
+    backward.output((backward.call_function(torch.ops.aten.add.Tensor, (a, strided)), c))
+    plan = OffloadPlan("graph 0", [], [
+        OffloadGroup("a", ("a",), CopyKind.TENSOR, 16), OffloadGroup("b", ("b",), CopyKind.TENSOR, 16),
+        OffloadGroup("c", ("c",), CopyKind.EACH, 16),
+    ])
+    copies = _copies(plan, {}, torch.fx.GraphModule(torch.nn.Module(), backward))
+    assert {copy.source: copy.layout_free for copy in copies} == {"a": True, "b": False, "c": True}
+
+
 class BreakInside(nn.Module):
     def __init__(self):
         super().__init__()

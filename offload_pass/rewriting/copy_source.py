@@ -21,7 +21,10 @@ copy reads. Where a copy is still needed (a view no strides can express, an
 expanded tensor), Inductor makes it, and the runtime holds it until its copy
 landed.
 
-A dense layout other than the traced one is copied as it is: Inductor's
+A dense layout other than the traced one is copied as it is, where the host
+copy stands for its source alone (the rewrite says so, ``LAYOUT_FREE_KEY``: a
+copy the backward rebuilds views from by their traced strides must hold the
+traced layout, or the views read other elements): Inductor's
 layout optimization (on whenever a graph has a convolution on the CPU, on
 convolution-heavy graphs on the GPU) fixes convolution outputs channels last,
 and holding them to their traced strides cost a device copy of each before
@@ -53,6 +56,7 @@ from torch._inductor import ir
 from torch._inductor.lowering import make_fallback
 from torch._inductor.virtualized import V
 
+from offload_pass.meta_keys import LAYOUT_FREE_KEY
 from offload_pass.runtime import OPS
 
 __all__ = ["offload_input_layout"]
@@ -60,9 +64,11 @@ __all__ = ["offload_input_layout"]
 
 def offload_input_layout(node: fx.Node, x: Any, *args: Any, **kwargs: Any) -> tuple[tuple, dict]:
     """Inductor's layout constraint of ``offload``: ``x`` realized, then kept
-    in the dense layout Inductor fixed for it, or else held to the strides of
-    the node's fake input (a copy only where the realized buffer cannot have
-    them). The node's own output keeps the strides of its fake value, updated
+    in the dense layout Inductor fixed for it where the rewrite said the host
+    copy stands for ``x`` alone (``LAYOUT_FREE_KEY``; the backward rebuilds
+    views of the others by their traced strides), or else held to the strides
+    of the node's fake input (a copy only where the realized buffer cannot
+    have them). The node's own output keeps the strides of its fake value, updated
     to the layout kept: it leaves the nodes Inductor would lay out channels
     last."""
     prefer_channels_last = getattr(V.graph, "nodes_prefer_channels_last", None)
@@ -72,7 +78,7 @@ def offload_input_layout(node: fx.Node, x: Any, *args: Any, **kwargs: Any) -> tu
     fake = source.meta.get("val") if isinstance(source, fx.Node) else None
     if isinstance(x, ir.TensorBox) and isinstance(fake, torch.Tensor):
         x.realize()
-        stride = _dense_permutation_of(x, fake)
+        stride = _dense_permutation_of(x, fake) if node.meta.get(LAYOUT_FREE_KEY) else None
         if stride is None:
             x = ir.ExternKernel.require_exact_strides(x, fake.stride())
         else:

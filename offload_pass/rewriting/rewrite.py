@@ -30,7 +30,7 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
+from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, LAYOUT_FREE_KEY, REPLACES_KEY
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import CopyKind, PassName
 from offload_pass.planning.lifetimes import CopyLifetime
@@ -51,9 +51,23 @@ class _Copy:
     # member -> (size, stride, storage offset) to rebuild it as a view of the
     # reloaded source; None means the member is the source itself.
     views: dict[str, Optional[tuple]]
+    # Whether the host copy may hold its source in any dense layout Inductor
+    # gives it (rewriting/copy_source.py): nothing reads it by its traced
+    # strides (no view rebuilt from it, no ``as_strided`` on it in the backward).
+    layout_free: bool = False
 
 
-def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
+# Ops that address their input's storage by strides they are given.
+_AS_STRIDED = (torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_.default)
+
+
+def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node], bw_gm: fx.GraphModule) -> list[_Copy]:
+    placeholders = {n.name: n for n in bw_gm.graph.find_nodes(op="placeholder")}
+
+    def read_by_strides(name: str) -> bool:
+        node = placeholders.get(name)
+        return node is None or any(user.target in _AS_STRIDED for user in node.users)
+
     copies = []
     for group in plan.groups:
         if group.copy == CopyKind.STORAGE:
@@ -66,7 +80,7 @@ def _copies(plan: OffloadPlan, fw_nodes: dict[str, fx.Node]) -> list[_Copy]:
             copies.append(_Copy(group.storage, group.storage, list(group.members), views))
         else:
             for name in group.members:
-                copies.append(_Copy(name, group.storage, [name], {name: None}))
+                copies.append(_Copy(name, group.storage, [name], {name: None}, not read_by_strides(name)))
     return copies
 
 
@@ -162,6 +176,7 @@ def _insert_offloads(
             host = _new_node(
                 graph, OPS["offload"], (source, config.pin_memory, limit, *slot), fake_mode, f"{source.name}_host"
             )
+        host.meta[LAYOUT_FREE_KEY] = copy.layout_free
         issued.append((source, host))
     return issued, ((pool_bytes, len(slots)) if slots else None)
 
@@ -292,7 +307,7 @@ def rewrite_graphs(
     for entry in plan.entries:
         if entry.name in fw_nodes:
             fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
-    copies = _copies(plan, fw_nodes)
+    copies = _copies(plan, fw_nodes, bw_gm)
     plan.host_pool = _rewrite_forward(fw_gm, copies, lifetimes, positions, config, release_after)
     _rewrite_backward(bw_gm, copies, lifetimes, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
