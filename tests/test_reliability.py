@@ -173,18 +173,24 @@ class TwoConvs(nn.Module):
         return torch.sin(self.conv2(h)).square().mean()
 
 
+def _train_channels_last(model: nn.Module, device: str):
+    """Two steps of ``model``, everything marked, against plain Inductor, with
+    Inductor's layout optimization forced on (the GPU's heuristic leaves
+    graphs this small alone) and the copy counters reset first."""
+    x = torch.randn(2, 3, 8, 8, device=device)
+    runtime.reset_stats()
+    with torch._inductor.config.patch(force_layout_optimization=True):
+        return assert_same_training(model.to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_host_copy_between_convolutions_keeps_its_layout(device):
     # Inductor gives a 4-D graph output among the nodes that prefer channels
     # last that layout, by a copy: the host copy of ``h`` was copied again on
     # the host (a CPU kernel reading it before the device->host copy lands),
     # and the release refused the copy it was handed (Hugging Face Mamba,
-    # whose scan saves 4-D tensors between its layers' conv1d). The layout
-    # optimization forced on: the GPU's heuristic leaves a graph this small alone.
-    x = torch.randn(2, 3, 8, 8, device=device)
-    runtime.reset_stats()
-    with torch._inductor.config.patch(force_layout_optimization=True):
-        backend = assert_same_training(TwoConvs().to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
+    # whose scan saves 4-D tensors between its layers' conv1d).
+    backend = _train_channels_last(TwoConvs(), device)
     plan = backend.plans[-1]
     offloaded = {e.name: e.shape for e in plan.entries if e.decision == "offload"}
     # tanh's output (conv2's input), 4-D and before the last convolution, and
@@ -218,11 +224,8 @@ def test_a_copy_rebuilt_as_views_keeps_the_traced_layout(device):
     # (channels last) where the host copy stands for that tensor alone. The
     # backward rebuilds the views of a storage copy by their traced strides
     # (``as_strided``), so such a copy must hold the traced layout: copied
-    # channels last, every gradient of conv1 and conv2 came out wrong.
-    x = torch.randn(2, 3, 8, 8, device=device)
-    runtime.reset_stats()
-    with torch._inductor.config.patch(force_layout_optimization=True):
-        backend = assert_same_training(ConvView().to(device), lambda m: offload_pass.offload_modules(m, m), (x,))
+    # channels last, conv1's weight gradient came out wrong in every element.
+    backend = _train_channels_last(ConvView(), device)
     groups = {g.storage: (g.members, g.copy.value) for g in backend.plans[-1].groups}
     assert groups == {
         "tanh": (("tanh",), "tensor"), "convolution_1": (("view",), "storage"), "addmm": (("addmm",), "tensor")
