@@ -345,7 +345,7 @@ _SCHEMAS = {
     "offload": (
         "offload(Tensor x, bool pin_memory=True, SymInt host_limit=-1, str pool=\"\", SymInt pool_bytes=0, "
         "SymInt offset=0, SymInt slot_bytes=0) -> Tensor",
-        # Inductor lays ``x`` out as its fake value (rewriting/copy_source.py).
+        # Inductor lays ``x`` out as rewriting/copy_source.py says (its own fallback lowering).
         _offload, _offload_fake, (),
     ),
     # The other three take their tensors in whatever layout they have: a copy

@@ -74,6 +74,8 @@ class RuntimeState:
     # tensor made for the op's exact strides and free it as soon as the op
     # returns, while the copy still reads it; the allocator then gave its
     # memory to the next kernel (gradients 11 % off, now and then, on the H200).
+    # Kept on the CPU too (nothing in flight there) so that the release counts
+    # a temporary the compiler made on either device (``temporary_sources``).
     copy_sources: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
     # Host copies made and not yet released, by data pointer. A release handed
     # any other host tensor means the compiler copied the host copy in between
