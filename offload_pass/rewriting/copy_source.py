@@ -53,6 +53,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._inductor import ir
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch._inductor.lowering import make_fallback
 from torch._inductor.virtualized import V
 
@@ -117,20 +118,10 @@ def _dense_permutation_of(x: ir.TensorBox, fake: torch.Tensor) -> list[int] | No
         return None
     if offset != 0 or size != list(fake.size()) or stride == traced:
         return None
-    if not (_dense(size, stride) and _dense(size, traced)):
+    laid_out = torch.empty_strided(size, stride, dtype=fake.dtype, device="meta")
+    if not (is_non_overlapping_and_dense_or_false(laid_out) and is_non_overlapping_and_dense_or_false(fake)):
         return None
     return stride
-
-
-def _dense(size: list[int], stride: list[int]) -> bool:
-    """Sizes and strides that cover one block of ``prod(size)`` elements,
-    each once, in some order of the dimensions (size-1 dimensions aside)."""
-    expected = 1
-    for length, step in sorted(((n, st) for n, st in zip(size, stride) if n != 1), key=lambda d: d[1]):
-        if step != expected:
-            return False
-        expected *= length
-    return True
 
 
 # Registered as the op's own fallback lowering, not as a bare layout
