@@ -46,6 +46,7 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import os
 import pstats
 import statistics
@@ -901,8 +902,19 @@ def main() -> None:
         "(cProfile and torch.profiler, DIR/host_<variant>.txt); the variants after the first then run in a "
         "process the profiler has run in",
     )
+    p.add_argument(
+        "--log", default=None, choices=["info", "debug"],
+        help="offload_pass's log to stderr at this level, each line stamped with the seconds since the start "
+        "(mode=budget logs every recompute level it partitions, and how long it took)",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.log:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(relativeCreated)7.0f ms] %(message)s"))
+        logger = logging.getLogger("offload_pass")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO if args.log == "info" else logging.DEBUG)
     variants = args.variants.split(",")
     if args.paired and (not args.interleave or variants[0] != "inductor" or len(variants) < 2):
         p.error(

@@ -22,6 +22,7 @@ import functools
 import glob
 import logging
 import os
+import time
 import warnings
 import weakref
 from collections import Counter
@@ -50,7 +51,7 @@ from offload_pass.planning.calibration import (
 from offload_pass.planning.cost_model import device_profile
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
-    search_goes_on,
+    saved_again_above, search_goes_on,
 )
 from offload_pass.planning.scheduling import Schedule, budget_bytes, check_budget, device_of, schedule_copies
 from offload_pass.planning.step_model import StepPrediction, node_times, predict_step
@@ -331,7 +332,7 @@ class OffloadBackend:
                     prior.recompute_trials + prior.recompute_skipped, prior.recompute_level, budget,
                     calibration.offset_for,
                 )
-            attempt = _recompute_for_budget(attempt, partition, budget, skip)
+            attempt = _recompute_for_budget(attempt, partition, budget, skip, _forward_inputs_bytes(joint))
         if self.config.mode == Mode.AUTO:
             attempt = _auto_within_overhead(attempt, partition, attempt.plan.overhead_allowed)
             attempt = _measured_floor_attempt(attempt, partition, floor)
@@ -503,7 +504,52 @@ def _trial(attempt: _Attempt) -> Trial:
     return Trial(attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset)
 
 
-def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, skip: tuple[Trial, ...]) -> _Attempt:
+def _timed_trial(first: _Attempt, partition: Callable, level: float, seen: set) -> Optional[_Attempt]:
+    """One level of mode="budget"'s search, partitioned and planned, with a
+    line of progress: on a ResNet-50 each level costs seconds to tens of
+    seconds (PyTorch's partitioner most of it), and the search can run ten."""
+    start = time.perf_counter()
+    attempt = partition(level, first.plan.baseline, seen)
+    elapsed = time.perf_counter() - start
+    if attempt is None:
+        log.info(
+            "offload_pass: %s mode=budget: activation_memory_budget=%g saves what a level tried before saved "
+            "(partitioned in %.1f s)", first.plan.graph_id, level, elapsed,
+        )
+    else:
+        log.info(
+            "offload_pass: %s mode=budget: activation_memory_budget=%s (partitioned and planned in %.1f s)",
+            first.plan.graph_id, _trial(attempt).describe(), elapsed,
+        )
+    return attempt
+
+
+def _forward_inputs_bytes(joint: fx.GraphModule) -> Optional[int]:
+    """The bytes of the joint graph's forward inputs (its placeholders but
+    the tangents and backward seeds), as PyTorch's partitioner counts the
+    smallest saved set; None where a size is symbolic."""
+    total = 0
+    for node in joint.graph.find_nodes(op="placeholder"):
+        if str(node.target).startswith(("tangents", "bwd_seed", "bwd_base_offset")):
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            if not all(isinstance(d, int) for d in val.shape):
+                return None
+            total += val.numel() * val.element_size()
+    return total
+
+
+def _saved_bytes(attempt: _Attempt) -> Optional[int]:
+    """The bytes a partition saves; None where a size is symbolic."""
+    if any(t.symbolic for t in attempt.saved):
+        return None
+    return sum(t.nbytes for t in attempt.saved)
+
+
+def _recompute_for_budget(
+    first: _Attempt, partition: Callable, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None
+) -> _Attempt:
     """mode="budget" where offload alone misses, or reaches the budget at a
     cost: partition again under ``RECOMPUTE_LEVELS`` from light to full
     recompute (less the levels of ``skip``: a re-plan's, the earlier plans'
@@ -515,19 +561,37 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
     (recompute.choose_trial; offload alone among them). The search goes on
     past the first level that reaches the budget while each deeper level
     reaches it with a faster predicted step, and stops at the first that
-    does not (``recompute.search_goes_on``). The tensors the kept
+    does not (``recompute.search_goes_on``). Levels where PyTorch's
+    partitioner would save again the set a level above them saved
+    (``recompute.saved_again_above``, from ``inputs_bytes``, the joint
+    graph's forward inputs) are not partitioned. The tensors the kept
     partition recomputes enter its plan as ``recompute``; every trial, the
     plan's ``recompute_trials``."""
     attempts = [first]
     seen = {frozenset(t.name for t in first.saved)}
     skipped = {t.level for t in skip}
+    first_bytes = _saved_bytes(first)
+    # (level, the ratio above which lower levels save its set again)
+    repeats: Optional[tuple[float, float]] = None
     for level in RECOMPUTE_LEVELS:
         if level in skipped:
             continue
-        attempt = partition(level, first.plan.baseline, seen)
+        if repeats is not None and level > repeats[1]:
+            log.info(
+                "offload_pass: %s mode=budget: activation_memory_budget=%g not partitioned: PyTorch's partitioner "
+                "saves there what it saved at %g (its size ratio under %.2f)",
+                first.plan.graph_id, level, repeats[0], repeats[1],
+            )
+            continue
+        attempt = _timed_trial(first, partition, level, seen)
         if attempt is None:
             continue
         attempts.append(attempt)
+        saved_bytes = _saved_bytes(attempt)
+        above = None if None in (saved_bytes, first_bytes, inputs_bytes) else saved_again_above(
+            saved_bytes, first_bytes, inputs_bytes
+        )
+        repeats = None if above is None else (level, above)
         if not search_goes_on([_trial(a) for a in attempts[1:]], budget):
             break
     retried: tuple[Trial, ...] = ()
@@ -538,7 +602,7 @@ def _recompute_for_budget(first: _Attempt, partition: Callable, budget: int, ski
         calibration = first.plan.calibration
         retried = levels_to_retry(skip, lowest, (lambda level: 0) if calibration is None else calibration.offset_for)
         for trial in retried:
-            attempt = partition(trial.level, first.plan.baseline, seen)
+            attempt = _timed_trial(first, partition, trial.level, seen)
             if attempt is not None:
                 attempts.append(attempt)
         skip = tuple(t for t in skip if t not in retried)

@@ -9,6 +9,7 @@ really leave the saved set, and the plan must say what it did.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -21,7 +22,8 @@ from offload_pass.examples.models import make_decoder
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.recompute import (
-    Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries, search_goes_on,
+    RECOMPUTE_LEVELS, SAME_SET_MARGIN, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
+    saved_again_above, search_goes_on,
 )
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
@@ -324,3 +326,105 @@ def test_budget_with_recompute_and_copies_keeps_the_gradients_on_the_device():
             if apart > 4 * rounding[name] + 1e-12:
                 differ.append((step, name, apart, rounding[name]))
     assert not differ, (sorted({step for step, *_ in differ}), differ[:6], plans)
+
+
+def _attempt_saving(level, step_ms, peak, nbytes):
+    """A fake attempt whose partition saves ``nbytes`` in one tensor."""
+    attempt = _fake_attempt(level, step_ms, peak)
+    attempt.saved = [dataclasses.replace(attempt.saved[0], nbytes=nbytes, storage_nbytes=nbytes)]
+    return attempt
+
+
+def test_levels_that_would_save_a_set_again_are_not_partitioned():
+    # Forward inputs 100 bytes, the first partition 1100: a level saving 700
+    # has the size ratio 0.6, and PyTorch's partitioner saves that set at
+    # every level above 0.6 (+ SAME_SET_MARGIN) down from where it was saved.
+    from offload_pass.backend import _recompute_for_budget
+
+    assert saved_again_above(700, 1100, 100) == pytest.approx(0.6 + SAME_SET_MARGIN)
+    assert saved_again_above(700, 100, 100) is None  # no bytes above the inputs: unknown
+    saves = {0.9: 700, 0.8: 700, 0.7: 700, 0.6: 680, 0.5: 580, 0.4: 300, 0.3: 300, 0.2: 200, 0.1: 110, 0.0: 100}
+    partitioned = []
+
+    def partition(level, baseline, seen):
+        partitioned.append(level)
+        return _attempt_saving(level, 10.0 + 10 * (1 - level), 150 - 10 * (1 - level), saves[level])
+
+    first = _attempt_saving(None, 10.0, 200, 1100)
+    kept = _recompute_for_budget(first, partition, 1, (), inputs_bytes=100)
+    # 0.8 and 0.7 stand above 0.9's ratio (0.6, + the margin): not
+    # partitioned; 0.6's (0.58) leaves 0.5 to partition; 0.4 saved a set of
+    # ratio 0.2, which 0.3 would save again.
+    assert partitioned == [0.9, 0.6, 0.5, 0.4, 0.2, 0.1, 0.0]
+    assert [t.level for t in kept.plan.recompute_trials] == [None] + partitioned
+    # Without the forward inputs' bytes every level is partitioned.
+    partitioned.clear()
+    _recompute_for_budget(first, partition, 1, ())
+    assert partitioned == [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    assert list(RECOMPUTE_LEVELS) == partitioned
+
+
+class _TwoConvBlocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.c2, self.b2 = torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        h = torch.relu(self.b1(self.c1(x)))
+        return (torch.relu(self.b2(self.c2(h))) + h).square().mean()
+
+
+@pytest.mark.parametrize("model", ["decoder", "convnet"])
+def test_pytorchs_partitioner_saves_a_levels_set_again_at_every_level_above_its_size_ratio(model):
+    # The claim saved_again_above rests on, against PyTorch's partitioner
+    # itself: partition one joint graph at every level, light to deep; the
+    # set saved at level b is saved again at every level in (its ratio, b].
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    from offload_pass.backend import _forward_inputs_bytes
+
+    levels = (0.99, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.3, 0.2, 0.1, 0.05, 0.0)
+    sets = {}
+
+    def saved_by(fw_gm, num_fwd_outputs):
+        out = fw_gm.graph.find_nodes(op="output")[0].args[0][num_fwd_outputs:]
+        return {a.name: a.meta["val"].numel() * a.meta["val"].element_size() for a in out if isinstance(a, torch.fx.Node)}
+
+    def partition_fn(joint, inputs, **kwargs):
+        sets["inputs"] = _forward_inputs_bytes(joint)
+        for level in (None,) + levels:
+            patch = {} if level is None else {"activation_memory_budget": level}
+            with torch._functorch.config.patch(**patch):
+                fw_gm, _ = min_cut_rematerialization_partition(joint, inputs, **kwargs)
+            sets[level] = saved_by(fw_gm, kwargs["num_fwd_outputs"])
+        return min_cut_rematerialization_partition(joint, inputs, **kwargs)
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=lambda g, _: g, bw_compiler=lambda g, _: g,
+            partition_fn=partition_fn, decompositions=select_decomp_table(),
+        )
+
+    torch.manual_seed(0)
+    if model == "decoder":
+        net, x = make_decoder(layers=2, hidden=64, heads=4), torch.randn(2, 64, 64)
+    else:
+        net, x = _TwoConvBlocks(), torch.randn(2, 3, 16, 16)
+    torch._dynamo.reset()
+    torch.compile(net, backend=backend)(x).backward()
+    torch._dynamo.reset()
+    first = sum(sets[None].values())
+    distinct = {frozenset(sets[level]) for level in levels}
+    assert len(distinct) >= 4, "too few distinct sets for the check to mean anything"
+    repeated = 0
+    for i, level in enumerate(levels):
+        above = saved_again_above(sum(sets[level].values()), first, sets["inputs"])
+        assert above is not None
+        for lower in levels[i + 1:]:
+            if lower > above:
+                assert sets[lower].keys() == sets[level].keys(), (level, lower, above)
+                repeated += 1
+    assert repeated >= 3

@@ -230,9 +230,14 @@ def test_a_copy_rebuilt_as_views_keeps_the_traced_layout(device):
     assert groups == {
         "tanh": (("tanh",), "tensor"), "convolution_1": (("view",), "storage"), "addmm": (("addmm",), "tensor")
     }, backend.plans[-1]
-    # tanh's output is copied as Inductor laid it out; conv2's output is
-    # copied to its traced strides first, by a device copy, each step.
-    assert runtime.stats()["temporary_sources"] == 2, runtime.stats()
+    # tanh's output is copied as Inductor laid it out. conv2's output is
+    # copied from its traced strides: on the CPU (torch 2.13) Inductor lays
+    # it out channels last, so a device copy to the traced strides is made
+    # first, each step; on the H200 (torch 2.11, thirty-first session)
+    # Inductor lays it out as traced, and no copy is needed. Which layout
+    # Inductor picks is its choice; the gradients above are the guard.
+    expected = {"cpu": 2, "cuda": 0}[torch.device(device).type]
+    assert runtime.stats()["temporary_sources"] == expected, runtime.stats()
 
 
 def test_only_a_copy_nothing_reads_by_its_traced_strides_may_keep_another_layout():

@@ -463,3 +463,52 @@ def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within
         *a, **k, within_share=lambda s: _attempt(7, 0.11, 600) if s > 0.03 else _attempt(6, 0.09, 560)
     ), 0.10)
     assert [c for c in calls if c[0] is None] == [(None, 0.05), (None, 0.025)] and len(chosen.plan.groups) == 6
+
+
+def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_without_a_search(monkeypatch):
+    # Where the lowest peak ``_lowest_peak`` finds stands over the budget by
+    # more than OUT_OF_REACH_MARGIN, the greedy searches are not run (they
+    # would run to the last candidate: 440 s on a ResNet-50): no subset may
+    # reach such a budget, checked against every subset.
+    from offload_pass.planning import selection
+
+    def no_search(*args):
+        raise AssertionError("the greedy search ran for a budget out of reach")
+
+    rng = random.Random(2)
+    checked = 0
+    for _ in range(300):
+        fw, bw, live, cands = _draw(rng)
+        step = _step(fw, bw, live)
+        _, lowest = selection._lowest_peak(step, cands)
+        bound = selection._ideal_peak(step, cands)
+        budget = int(lowest.peak / (1 + selection.OUT_OF_REACH_MARGIN)) - 1
+        if budget < bound:
+            continue  # below the ideal: the older shortcut, tested above
+        checked += 1
+        with monkeypatch.context() as patched:
+            patched.setattr(selection, "_greedy_for_budget", no_search)
+            chosen, got = choose_for_budget(step, cands, budget)
+        assert got == lowest and got == simulate_offload(step, chosen)
+        assert all(simulate_offload(step, s).peak > budget for s in _subsets(cands))
+    assert checked >= 20, checked
+
+
+def test_budget_keeps_the_lowest_peak_set_where_it_is_the_fastest_within_the_budget():
+    # Within the margin the greedy searches run, and the lowest-peak set is a
+    # third candidate: the result is never slower than any of the three
+    # sets that reach the budget.
+    from offload_pass.planning import selection
+
+    rng = random.Random(3)
+    for _ in range(200):
+        fw, bw, live, cands = _draw(rng)
+        step = _step(fw, bw, live)
+        _, lowest = selection._lowest_peak(step, cands)
+        budget = lowest.peak
+        if budget < selection._ideal_peak(step, cands):
+            continue
+        _, got = choose_for_budget(step, cands, budget)
+        greedy = [selection._greedy_for_budget(step, cands, budget, first)[1] for first in (True, False)]
+        assert got.peak <= budget
+        assert got.step_ms <= min(e.step_ms for e in greedy + [lowest] if e.peak <= budget)
