@@ -67,7 +67,9 @@ from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.reporting.step_report import StepReport, StepTracker, modules_without_offload
 from offload_pass.units import format_bytes, mib
 from offload_pass.views import retrace_view_vals
-from offload_pass.planning.saved_set import SavedTensor, check_requested_roles, collect_saved_tensors, traced_modules
+from offload_pass.planning.saved_set import (
+    SavedTensor, check_requested_roles, collect_saved_tensors, tensor_bytes, traced_modules,
+)
 from offload_pass.planning.timeline import simulate_step
 
 __all__ = ["OffloadBackend", "make_backend", "offload_backend"]
@@ -504,7 +506,7 @@ def _trial(attempt: _Attempt) -> Trial:
     return Trial(attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset)
 
 
-def _timed_trial(first: _Attempt, partition: Callable, level: float, seen: set) -> Optional[_Attempt]:
+def _partition_logged(first: _Attempt, partition: Callable, level: float, seen: set) -> Optional[_Attempt]:
     """One level of mode="budget"'s search, partitioned and planned, with a
     line of progress: on a ResNet-50 each level costs seconds to tens of
     seconds (PyTorch's partitioner most of it), and the search can run ten."""
@@ -525,18 +527,21 @@ def _timed_trial(first: _Attempt, partition: Callable, level: float, seen: set) 
 
 
 def _forward_inputs_bytes(joint: fx.GraphModule) -> Optional[int]:
-    """The bytes of the joint graph's forward inputs (its placeholders but
-    the tangents and backward seeds), as PyTorch's partitioner counts the
-    smallest saved set; None where a size is symbolic."""
+    """The bytes of the joint graph's forward inputs, the smallest saved set
+    PyTorch's partitioner sizes the others against: the placeholders its
+    own ``_is_primal`` and ``_is_fwd_seed_offset`` take as such, counted as
+    the saved set counts a tensor's bytes; None where a size is symbolic."""
+    from torch._functorch.partitioners import _is_fwd_seed_offset, _is_primal
+
     total = 0
     for node in joint.graph.find_nodes(op="placeholder"):
-        if str(node.target).startswith(("tangents", "bwd_seed", "bwd_base_offset")):
-            continue
         val = node.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            if not all(isinstance(d, int) for d in val.shape):
-                return None
-            total += val.numel() * val.element_size()
+        if not (_is_primal(node) or _is_fwd_seed_offset(node)) or not isinstance(val, torch.Tensor):
+            continue
+        nbytes, symbolic = tensor_bytes(val)
+        if symbolic:
+            return None
+        total += nbytes
     return total
 
 
@@ -571,19 +576,21 @@ def _recompute_for_budget(
     seen = {frozenset(t.name for t in first.saved)}
     skipped = {t.level for t in skip}
     first_bytes = _saved_bytes(first)
-    # (level, the ratio above which lower levels save its set again)
+    # (the level last partitioned, the level above which lower levels save
+    # its set again: recompute.saved_again_above)
     repeats: Optional[tuple[float, float]] = None
     for level in RECOMPUTE_LEVELS:
         if level in skipped:
             continue
-        if repeats is not None and level > repeats[1]:
+        # Level 0 is never skipped: PyTorch saves only the inputs there, whatever the ratios.
+        if repeats is not None and 0 < level and level > repeats[1]:
             log.info(
                 "offload_pass: %s mode=budget: activation_memory_budget=%g not partitioned: PyTorch's partitioner "
-                "saves there what it saved at %g (its size ratio under %.2f)",
+                "saves there what it saved at %g (every level above %.2f)",
                 first.plan.graph_id, level, repeats[0], repeats[1],
             )
             continue
-        attempt = _timed_trial(first, partition, level, seen)
+        attempt = _partition_logged(first, partition, level, seen)
         if attempt is None:
             continue
         attempts.append(attempt)
@@ -602,7 +609,7 @@ def _recompute_for_budget(
         calibration = first.plan.calibration
         retried = levels_to_retry(skip, lowest, (lambda level: 0) if calibration is None else calibration.offset_for)
         for trial in retried:
-            attempt = _timed_trial(first, partition, trial.level, seen)
+            attempt = _partition_logged(first, partition, trial.level, seen)
             if attempt is not None:
                 attempts.append(attempt)
         skip = tuple(t for t in skip if t not in retried)

@@ -362,6 +362,14 @@ def test_levels_that_would_save_a_set_again_are_not_partitioned():
     _recompute_for_budget(first, partition, 1, ())
     assert partitioned == [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
     assert list(RECOMPUTE_LEVELS) == partitioned
+    # Inputs the backward never reads can outweigh a saved set: its ratio is
+    # below 0, every level down to 0.1 would save it again, but at 0 PyTorch
+    # saves the inputs alone, so level 0 is partitioned all the same.
+    partitioned.clear()
+    saves.update(dict.fromkeys(saves, 700))
+    assert saved_again_above(700, 1100, 1000) < 0
+    _recompute_for_budget(first, partition, 1, (), inputs_bytes=1000)
+    assert partitioned == [0.9, 0.0]
 
 
 class _TwoConvBlocks(torch.nn.Module):

