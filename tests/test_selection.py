@@ -383,15 +383,24 @@ def test_auto_is_held_to_max_overhead_by_the_step_simulator():
     assert freed == sorted(freed), freed
 
 
+def _choose_without_greedy_search(monkeypatch, step, cands, budget):
+    """choose_for_budget with the greedy searches made to fail if they run."""
+    from offload_pass.planning import selection
+
+    def no_search(*args):
+        raise AssertionError("the greedy search ran for a budget out of reach")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(selection, "_greedy_for_budget", no_search)
+        return choose_for_budget(step, cands, budget)
+
+
 def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_search(monkeypatch):
     # Below the ideal peak of all candidates no set reaches the budget: the
     # choice is the lowest peak, found in one pass (the greedy searches
     # would run to the last candidate), and it is the lowest of all subsets
     # in nearly every draw (398 of 400 when written; at most 2.9 % above).
     from offload_pass.planning import selection
-
-    def no_search(*args):
-        raise AssertionError("the greedy search ran for a budget out of reach")
 
     rng = random.Random(1)
     lowest = 0
@@ -401,9 +410,7 @@ def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_sear
         bound = selection._ideal_peak(step, cands)
         peaks = [simulate_offload(step, s).peak for s in _subsets(cands)]
         assert min(peaks) >= bound  # the ideal is a lower bound
-        with monkeypatch.context() as patched:
-            patched.setattr(selection, "_greedy_for_budget", no_search)
-            chosen, got = choose_for_budget(step, cands, bound - 1)
+        chosen, got = _choose_without_greedy_search(monkeypatch, step, cands, bound - 1)
         assert got == simulate_offload(step, chosen) and got.peak <= 1.03 * min(peaks)
         lowest += got.peak == min(peaks)
     assert lowest >= 98
@@ -472,9 +479,6 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
     # reach such a budget, checked against every subset.
     from offload_pass.planning import selection
 
-    def no_search(*args):
-        raise AssertionError("the greedy search ran for a budget out of reach")
-
     rng = random.Random(2)
     checked = 0
     for _ in range(300):
@@ -486,9 +490,7 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
         if budget < bound:
             continue  # below the ideal: the older shortcut, tested above
         checked += 1
-        with monkeypatch.context() as patched:
-            patched.setattr(selection, "_greedy_for_budget", no_search)
-            chosen, got = choose_for_budget(step, cands, budget)
+        chosen, got = _choose_without_greedy_search(monkeypatch, step, cands, budget)
         assert got == lowest and got == simulate_offload(step, chosen)
         assert all(simulate_offload(step, s).peak > budget for s in _subsets(cands))
     assert checked >= 20, checked
