@@ -394,10 +394,8 @@ def choose_for_budget(
     points, the copies taking seven times the forward), about 12,000
     simulations, 440 s, for a peak the lowest-peak search had found in 2 s.
     Otherwise its set is a third result beside the greedy searches'."""
-    if _ideal_peak(step, candidates) > budget:
-        return _lowest_peak(step, candidates)
     lowest = _lowest_peak(step, candidates)
-    if lowest[1].peak > budget * (1 + OUT_OF_REACH_MARGIN):
+    if _ideal_peak(step, candidates) > budget or lowest[1].peak > budget * (1 + OUT_OF_REACH_MARGIN):
         return lowest
     results = [_greedy_for_budget(step, candidates, budget, peak_first) for peak_first in (True, False)]
     results.append(lowest)
