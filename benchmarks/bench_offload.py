@@ -904,7 +904,7 @@ def main() -> None:
     )
     p.add_argument(
         "--log", default=None, choices=["info", "debug"],
-        help="offload_pass's log to stderr at this level, each line stamped with the seconds since the start "
+        help="offload_pass's log to stderr at this level, each line stamped with the milliseconds since the start "
         "(mode=budget logs every recompute level it partitions, and how long it took)",
     )
     p.add_argument("--json", default=None)
