@@ -503,7 +503,10 @@ def _simulate(
 def _trial(attempt: _Attempt) -> Trial:
     """An attempt's partition as the step simulator predicts it."""
     prediction = attempt.plan.prediction
-    return Trial(attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset)
+    return Trial(
+        attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset,
+        attempt.plan.offloaded_bytes,
+    )
 
 
 def _partition_logged(first: _Attempt, partition: Callable, level: float, seen: set) -> Optional[_Attempt]:

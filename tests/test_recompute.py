@@ -88,11 +88,13 @@ def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved(
     assert levels_to_retry(skipped, 127, lambda level: 40 if level == 0.2 else 15) == (middle,)
 
 
-def _fake_attempt(level, step_ms, peak, offset=0):
+def _fake_attempt(level, step_ms, peak, offset=0, copied=0):
     """What backend._recompute_for_budget reads of an attempt: its plan's
-    level, prediction, entries and selection, and its saved tensors."""
+    level, prediction, bytes offloaded, entries and selection, and its saved
+    tensors."""
     plan = SimpleNamespace(
         recompute_level=level, prediction=SimpleNamespace(step_ms=step_ms, peak=peak, peak_offset=offset),
+        offloaded_bytes=copied,
         baseline=None, entries=[], selection="", graph_id="graph 0", recompute_trials=(), recompute_skipped=(),
         calibration=Calibration(peak_offset=offset),
     )
@@ -276,6 +278,55 @@ def test_the_search_goes_on_past_the_first_reaching_level_while_the_step_falls()
     assert not search_goes_on([copy_bound, lighter_copies, deeper], budget)  # slower: the step rises from here
     assert not search_goes_on([copy_bound, Trial(0.8, 40.0, 101)], budget)  # over the budget after one within
     assert not search_goes_on([copy_bound, Trial(0.8, 50.0, 90)], budget)  # as fast is not faster
+
+
+def test_the_search_goes_on_past_a_level_that_did_worse_for_its_copies():
+    budget = 100
+    light = Trial(0.9, 30.0, 95, copied_bytes=10)
+    # Slower or over the budget, copying more than the fastest reaching level:
+    # that level saved more; the levels below it may save less.
+    assert search_goes_on([light, Trial(0.5, 90.0, 99, copied_bytes=500)], budget)
+    assert search_goes_on([light, Trial(0.5, 90.0, 120, copied_bytes=500)], budget)
+    # Slower with no more copies: its recompute made it slower, deeper levels recompute more.
+    assert not search_goes_on([light, Trial(0.5, 31.0, 90, copied_bytes=10)], budget)
+    assert not search_goes_on([light, Trial(0.5, 31.0, 90, copied_bytes=0)], budget)
+    # Copies not known: the step alone decides.
+    assert not search_goes_on([Trial(0.9, 30.0, 95), Trial(0.5, 90.0, 99, copied_bytes=500)], budget)
+    assert not search_goes_on([light, Trial(0.5, 90.0, 99)], budget)
+    # The fastest reaching level is the one compared, not the one before the last.
+    fast, copying = Trial(0.9, 20.0, 95, copied_bytes=100), Trial(0.8, 40.0, 96, copied_bytes=300)
+    assert search_goes_on([fast, copying], budget)
+    assert not search_goes_on([fast, copying, Trial(0.7, 50.0, 97, copied_bytes=100)], budget)
+    assert search_goes_on([fast, copying, Trial(0.7, 50.0, 97, copied_bytes=101)], budget)
+
+
+def test_a_level_that_saves_more_than_the_one_above_it_does_not_end_the_search():
+    # ResNet-50 at budget 0.6 (H200, thirty-first session), in small: 0.9
+    # reaches the budget with a few copies; 0.8 to 0.6 save 0.9's set again;
+    # 0.5 saves more and reaches it only with many copies, three times
+    # slower; 0.4 saves less and reaches it with none, the fastest; 0.3
+    # recomputes more, slower with no more copies: the search stops there
+    # and keeps 0.4.
+    from offload_pass.backend import _recompute_for_budget
+
+    predicted = {0.9: (29.7, 95, 10), 0.5: (90.6, 99, 500), 0.4: (26.0, 92, 0), 0.3: (27.0, 90, 0), 0.2: (1.0, 1, 0)}
+    partitioned = []
+
+    def partition(level, baseline, seen):
+        partitioned.append(level)
+        if level not in predicted:  # 0.9's set again
+            return None
+        step_ms, peak, copied = predicted[level]
+        return _fake_attempt(level, step_ms, peak, copied=copied)
+
+    kept = _recompute_for_budget(_fake_attempt(None, 196.0, 110, copied=900), partition, 100, ())
+    assert partitioned == [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
+    assert kept.plan.recompute_level == 0.4
+    assert kept.plan.selection.startswith(
+        "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): 196.00 ms, 110 B, "
+        "900 B copied, 0.9: 29.70 ms, 95 B, 10 B copied, 0.5: 90.60 ms, 99 B, 500 B copied, 0.4: 26.00 ms, 92 B, "
+        "0.3: 27.00 ms, 90 B"
+    ), kept.plan.selection
 
 
 def test_a_plan_keeps_the_fastest_of_the_reaching_levels_the_search_went_through():

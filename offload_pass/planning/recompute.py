@@ -64,6 +64,7 @@ class Trial:
     step_ms: float
     peak: int  # predicted: the memory timeline's peak plus the calibration's peak_offset
     peak_offset: int = 0  # the calibration's offset counted into ``peak``
+    copied_bytes: Optional[int] = None  # the bytes its offload plan copies to the host; None: not known
 
     def peak_at(self, peak_offset: int) -> int:
         """The trial's peak under another calibration's offset: its timeline's
@@ -72,7 +73,8 @@ class Trial:
 
     def describe(self) -> str:
         level = "1.0 (none)" if self.level is None else f"{self.level:g}"
-        return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}"
+        copied = f", {format_bytes(self.copied_bytes)} copied" if self.copied_bytes else ""
+        return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}{copied}"
 
 
 def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
@@ -93,20 +95,37 @@ def search_goes_on(tried: Sequence[Trial], budget: int) -> bool:
     """Whether the search over ``RECOMPUTE_LEVELS`` partitions the next
     level after ``tried`` (the levels partitioned so far, light to deep;
     offload alone not among them). Until a level reaches the budget, yes;
-    after, only while the level tried last reached it with a faster
-    predicted step than every reaching level before it. A deeper level
-    recomputes more but needs fewer copies to reach the budget, so the
-    reaching levels' steps fall while the copies dominate and rise once
-    the recompute does; stopping at the first reaching level kept a
-    copy-bound plan (the decoder at budget 0.4, H200: level 0.9 with 15
-    copies, measured 1.62 x plain Inductor's step, twenty-seventh session;
-    where 0.9 had missed the budget, level 0.6 reached it with 8 copies at
-    1.28 x, twenty-fifth session)."""
+    after, while the level tried last reached it with a faster predicted
+    step than every reaching level before it, or did worse (slower, or
+    missed the budget) copying more bytes than the fastest reaching level.
+
+    A deeper level recomputes more but needs fewer copies to reach the
+    budget, so the reaching levels' steps fall while the copies dominate
+    and rise once the recompute does; stopping at the first reaching level
+    kept a copy-bound plan (the decoder at budget 0.4, H200: level 0.9 with
+    15 copies, measured 1.62 x plain Inductor's step, twenty-seventh
+    session; where 0.9 had missed the budget, level 0.6 reached it with 8
+    copies at 1.28 x, twenty-fifth session). That holds where a deeper
+    level saves less, and PyTorch's partitioner does not always: on a
+    ResNet-50 at budget 0.6 (H200, thirty-first session) its level 0.5
+    saved more than 0.9, needed copies for it, and was predicted 3 x
+    slower; the search stopped there and kept 0.9 with its copies
+    (measured 1.36 x), where its level 0.4 saves less than either and ran
+    at 1.10 x without a copy (PyTorch's own recompute(0.4)). A level that
+    did worse for its copies says nothing about the recompute of the levels
+    below it: the search goes on past it. Trials whose copied bytes are not
+    known stop it as before."""
     reaching = [t for t in tried if t.peak <= budget]
     if not reaching:
         return True
     last = tried[-1]
-    return last in reaching and all(last.step_ms < t.step_ms for t in reaching if t is not last)
+    if last in reaching and all(last.step_ms < t.step_ms for t in reaching if t is not last):
+        return True
+    fastest = min((t for t in reaching if t is not last), key=lambda t: t.step_ms, default=None)
+    return (
+        fastest is not None and last.copied_bytes is not None and fastest.copied_bytes is not None
+        and last.copied_bytes > fastest.copied_bytes
+    )
 
 
 def saved_again_above(saved_bytes: int, first_bytes: int, inputs_bytes: int) -> Optional[float]:
