@@ -55,9 +55,12 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-import torch
+# --deadline counts from here: before torch's import, which takes seconds.
+_STARTED = time.perf_counter()
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import host_load  # noqa: E402
@@ -784,6 +787,47 @@ def interleave_paired(kept: list[tuple[dict, Callable, Callable]], rounds: int, 
         result["paired_unsynced_slowdown"] = statistics.median(unsync_ratios[v])
 
 
+def interleave_seconds(iteration_ms: Sequence[float], rounds: int, steps: int, settle: int, paired: bool) -> float:
+    """A forecast of ``interleave`` (``paired``: ``interleave_paired``) over
+    variants whose synchronized iterations take ``iteration_ms`` (the first:
+    the reference), in seconds: each block runs ``steps`` synchronized and
+    ``steps`` back-to-back steps (paired: ``settle`` synchronized steps
+    more), each counted as one synchronized iteration."""
+    if rounds < 1 or not iteration_ms:
+        return 0.0
+    if paired:
+        blocks = paired_schedule(len(iteration_ms), rounds) if len(iteration_ms) > 1 else []
+        return sum((settle + 2 * steps) * iteration_ms[v] for v in blocks) / 1e3
+    return rounds * sum(2 * steps * ms for ms in iteration_ms) / 1e3
+
+
+def next_variant_fits(left_s: float, variant_s: Sequence[float], iteration_ms: Sequence[float], args) -> bool:
+    """``--deadline``: whether one more variant can run with ``left_s``
+    seconds left, after variants that took ``variant_s`` seconds each
+    (compile, warm-up, timed steps) and whose iterations take
+    ``iteration_ms`` (those kept for ``--interleave``): the next is taken
+    to take as long as the longest so far and to iterate as slowly as the
+    slowest, and the rounds of ``--interleave`` must fit after it. The
+    first variant always runs (nothing to forecast it from)."""
+    if not variant_s:
+        return True
+    rounds = interleave_seconds(
+        [*iteration_ms, max(iteration_ms, default=0.0)], args.interleave, args.steps, args.settle, args.paired
+    )
+    return left_s >= max(variant_s) + rounds
+
+
+def rounds_that_fit(left_s: float, iteration_ms: Sequence[float], args) -> int:
+    """``--deadline``: the most rounds of ``--interleave`` (up to the rounds
+    asked for) that the forecast fits in ``left_s`` seconds; 0: none."""
+    fits = 0
+    for rounds in range(1, args.interleave + 1):
+        if interleave_seconds(iteration_ms, rounds, args.steps, args.settle, args.paired) > left_s:
+            break
+        fits = rounds
+    return fits
+
+
 def derive(results: list[dict], bandwidth: dict[str, float]) -> None:
     """The figures each row gets against the first plain Inductor row of
     ``results`` (slowdown, peak reduction, R, floors, copy-out window,
@@ -907,8 +951,17 @@ def main() -> None:
         help="offload_pass's log to stderr at this level, each line stamped with the milliseconds since the start "
         "(mode=budget logs every recompute level it partitions, and how long it took)",
     )
+    p.add_argument(
+        "--deadline", type=float, default=None, metavar="SECONDS",
+        help="finish within this many seconds of the start (give a few less than the call's time limit): a "
+        "variant is begun only where the longest one so far and the --interleave rounds still fit after it "
+        "(the others are listed as skipped), and the rounds are cut to those that fit; the table and JSON then "
+        "hold what ran, where a time limit would have cut the run off before its rounds",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.deadline is not None and args.deadline <= 0:
+        p.error(f"--deadline must be a positive number of seconds, got {args.deadline:g}")
     if args.log:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("[%(relativeCreated)7.0f ms] %(message)s"))
@@ -942,7 +995,22 @@ def main() -> None:
         # Every variant's graphs stay compiled side by side (no reset between them).
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
         torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 512)
-    for variant in variants:
+    skipped: list[str] = []
+
+    def left_s() -> float:
+        return args.deadline - (time.perf_counter() - _STARTED)
+
+    for k, variant in enumerate(variants):
+        if args.deadline is not None and not next_variant_fits(
+            left_s(), [r["wall_s"] for r in results], [r["iteration_ms"] for r, _, _ in kept or []], args
+        ):
+            skipped = variants[k:]
+            print(
+                f"--deadline: {left_s():.0f} s left, less than the longest variant so far "
+                f"({max(r['wall_s'] for r in results):.0f} s) and the rounds after it: not run: {', '.join(skipped)}",
+                file=sys.stderr, flush=True,
+            )
+            break
         began = time.perf_counter()
         results.append(run_variant(variant, args, x, kept))
         r = results[-1]
@@ -956,19 +1024,27 @@ def main() -> None:
         if args.json:  # partial results survive a time limit
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "bandwidth_gbps": bandwidth, "results": results}, f, indent=2)
-    if kept:
+    rounds = args.interleave
+    if kept and args.deadline is not None:
+        rounds = rounds_that_fit(left_s(), [r["iteration_ms"] for r, _, _ in kept], args)
+        if rounds < args.interleave:
+            print(
+                f"--deadline: {left_s():.0f} s left: {rounds} of the {args.interleave} rounds of --interleave fit",
+                file=sys.stderr, flush=True,
+            )
+    if kept and rounds:
         began = time.perf_counter()
         # A reference that failed (its row holds the error) leaves nothing to pair with.
         paired = args.paired and kept[0][0]["variant"] == "inductor"
         if args.paired and not paired:
             print("--paired: plain Inductor did not run, timed round-robin instead", file=sys.stderr, flush=True)
         if paired:
-            interleave_paired(kept, args.interleave, args.steps, args.settle)
+            interleave_paired(kept, rounds, args.steps, args.settle)
         else:
-            interleave(kept, args.interleave, args.steps)
+            interleave(kept, rounds, args.steps)
         print(
             f"[{time.perf_counter() - began:.0f} s] interleaved{' paired' if paired else ''}: "
-            f"{args.interleave} rounds",
+            f"{rounds} rounds",
             file=sys.stderr,
             flush=True,
         )
@@ -979,6 +1055,9 @@ def main() -> None:
         "args": vars(args),
         "bandwidth_gbps": bandwidth,
         "results": results,
+        # --deadline: the variants not begun, and the rounds of --interleave run.
+        "skipped_variants": skipped,
+        "interleave_rounds": rounds if kept else 0,
     }
     if args.json:
         with open(args.json, "w") as f:
@@ -987,6 +1066,8 @@ def main() -> None:
     for r in results:
         if r.get("offloaded_mib_by_role"):
             print(f"{r['variant']}: offloaded MiB by role {r['offloaded_mib_by_role']}")
+    if skipped:
+        print(f"not run (--deadline {args.deadline:g} s): {', '.join(skipped)}")
     for r in results:
         if "error" in r:
             print(f"{r['variant']}: FAILED {r['error']}")

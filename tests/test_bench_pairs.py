@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.bench_offload import (
-    interleave, interleave_paired, main, paired_ratios, paired_schedule, steps_until_settled,
+    interleave, interleave_paired, interleave_seconds, main, next_variant_fits, paired_ratios, paired_schedule,
+    rounds_that_fit, steps_until_settled,
 )
 
 
@@ -98,6 +99,47 @@ def test_paired_without_plain_inductor_first_rounds_or_another_variant_is_refuse
     err = capsys.readouterr().err
     assert "--paired times every variant against the first, which must be inductor" in err
     assert f"got --interleave {argv[argv.index('--interleave') + 1] if '--interleave' in argv else 0}" in err
+
+
+def test_a_deadline_that_is_not_a_positive_number_of_seconds_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["bench_offload.py", "--deadline", "0"])
+    with pytest.raises(SystemExit) as exit:
+        main()
+    assert exit.value.code == 2
+    assert "--deadline must be a positive number of seconds, got 0" in capsys.readouterr().err
+
+
+def _deadline_args(interleave=3, paired=True):
+    return SimpleNamespace(interleave=interleave, steps=10, settle=10, paired=paired)
+
+
+def test_the_rounds_forecast_counts_every_block_of_the_schedule():
+    # Paired, one round over two others: blocks 0, 1, 0, 2, 0, each 10 settling + 10 + 10 steps.
+    assert interleave_seconds([20.0, 30.0, 40.0], 1, 10, 10, paired=True) == pytest.approx(30 * (3 * 20 + 30 + 40) / 1e3)
+    # Round-robin: every variant once a round, 10 + 10 steps, no settling.
+    assert interleave_seconds([20.0, 30.0], 3, 10, 10, paired=False) == pytest.approx(3 * 20 * 50 / 1e3)
+    assert interleave_seconds([20.0], 3, 10, 10, paired=True) == 0.0  # nothing to pair with
+    assert interleave_seconds([20.0, 30.0], 0, 10, 10, paired=True) == 0.0
+
+
+def test_a_variant_is_begun_only_where_the_longest_so_far_and_the_rounds_after_it_fit():
+    args = _deadline_args()
+    assert next_variant_fits(0.0, [], [], args)  # the first always runs
+    # Taken as long as the longest (150 s), iterating as slowly as the slowest (40 ms).
+    need = 150.0 + interleave_seconds([30.0, 40.0, 40.0], 3, 10, 10, paired=True)
+    assert next_variant_fits(need, [100.0, 150.0], [30.0, 40.0], args)
+    assert not next_variant_fits(need - 1.0, [100.0, 150.0], [30.0, 40.0], args)
+    # Without --interleave only the variant itself counts.
+    assert next_variant_fits(150.0, [100.0, 150.0], [], _deadline_args(interleave=0))
+
+
+def test_the_rounds_are_cut_to_those_that_fit():
+    args, iteration = _deadline_args(interleave=3), [30.0, 40.0]
+    one, two = (interleave_seconds(iteration, r, 10, 10, paired=True) for r in (1, 2))
+    assert rounds_that_fit(two, iteration, args) == 2
+    assert rounds_that_fit(two - 0.1, iteration, args) == 1
+    assert rounds_that_fit(one - 0.1, iteration, args) == 0
+    assert rounds_that_fit(1e9, iteration, args) == 3  # never more than asked for
 
 
 class _AutoBackend:
