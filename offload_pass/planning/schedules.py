@@ -291,11 +291,16 @@ class _ReleaseWalk:
     release: dict[str, int] = dataclasses.field(default_factory=dict)
     clock: float = 0.0
     stream_free: float = 0.0
+    held_bytes: int = 0  # the bytes of ``held``
 
     def release_over_ceiling(self, k: int) -> None:
         """Before node k: where the copies held would lift memory above the
         ceiling, release the oldest, as few as bring it under, at the last
         safe slot before k; the clock waits for the newest of them."""
+        # Every copy held within the ceiling: none of them can lift it over
+        # (the selection's searches walk this once per node per set tried).
+        if self.base_live[k] + self.held_bytes <= self.ceiling:
+            return
         holding = [c for c in self.held if c.free_from < k]
         over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
         slot = k - 1
@@ -319,17 +324,26 @@ class _ReleaseWalk:
             self.stream_free = max(self.clock, self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
             self.landed[c.key] = self.stream_free
             self.held.append(c)
+            self.held_bytes += c.nbytes
 
     def release_landed(self, k: int, last: bool) -> None:
         """After safe node k: every copy past its last forward use that has
-        landed (every one, after the ``last`` node)."""
-        landed = [c for c in self.held if c.free_from <= k and (self.landed[c.key] <= self.clock or last)]
+        landed (every one, after the ``last`` node). ``held`` is in issue
+        order and the copies land in that order: the first not landed ends
+        the look."""
+        landed = []
+        for c in self.held:
+            if not last and self.landed[c.key] > self.clock:
+                break
+            if c.free_from <= k:
+                landed.append(c)
         self._release(landed, k)
 
     def _release(self, copies: list[CopyOut], slot: int) -> None:
         for c in copies:
             self.release[c.key] = slot
             self.held.remove(c)
+            self.held_bytes -= c.nbytes
 
 
 def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[CopyOut]:
