@@ -1032,6 +1032,10 @@ def main() -> None:
                 f"--deadline: {left_s():.0f} s left: {rounds} of the {args.interleave} rounds of --interleave fit",
                 file=sys.stderr, flush=True,
             )
+    if kept and rounds and len(kept) < 2:
+        # The others failed or were not begun (--deadline): nothing to time it against.
+        print("--interleave: one variant ran, nothing to time it against: no rounds", file=sys.stderr, flush=True)
+        rounds = 0
     if kept and rounds:
         began = time.perf_counter()
         # A reference that failed (its row holds the error) leaves nothing to pair with.
