@@ -111,11 +111,47 @@ def test_copy_bound_releases_free_the_oldest_copies_first():
     # released where they land on the delayed clock (9 ms: after node 7) or
     # at the end.
     assert schedule_releases(ms, live, copies, bw, ceiling=35, margin=1.0) == {"a": 3, "b": 7, "c": 9}
+
     # Node 4 at 25 bytes: two must go, and the wait for "b" frees "a" too.
     fuller = [0, 0, 0, 0, 25, 0, 0, 0, 0, 0]
     assert schedule_releases(ms, fuller, copies, bw, ceiling=35, margin=1.0) == {"a": 3, "b": 3, "c": 7}
     # With room for all three, each goes where it lands.
     assert schedule_releases(ms, live, copies, bw, ceiling=45, margin=1.0) == {"a": 4, "b": 8, "c": 9}
+
+
+def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(monkeypatch):
+    # The walk skips the copies held where all of them fit under the ceiling,
+    # and stops looking for landed copies at the first not landed (copies
+    # land in issue order). The full walk, every held copy looked at on every
+    # node, must place the same releases on random forwards.
+    from offload_pass.planning import schedules
+
+    class FullWalk(schedules._ReleaseWalk):
+        def release_over_ceiling(self, k):
+            self._release_over(k)
+
+        def release_landed(self, k, last):
+            self._release([c for c in self.held if c.free_from <= k and (self.landed[c.key] <= self.clock or last)], k)
+
+    rng = random.Random(7)
+    differed = 0
+    for draw in range(300):
+        n = rng.randint(2, 40)
+        ms = [rng.uniform(0.1, 2.0) for _ in range(n)]
+        live = [rng.randint(0, 100) for _ in range(n)]
+        copies = []
+        for i in range(rng.randint(1, 12)):
+            issued = rng.randrange(n)
+            copies.append(CopyOut(f"c{i}", rng.randint(1, 60), issued, rng.randint(issued, n - 1)))
+        safe = [rng.random() < 0.7 for _ in range(n)]
+        args = (ms, live, copies, rng.uniform(5.0, 80.0), rng.randint(40, 250))
+        fast = schedule_releases(*args, safe=safe)
+        with monkeypatch.context() as m:
+            m.setattr(schedules, "_ReleaseWalk", FullWalk)
+            full = schedule_releases(*args, safe=safe)
+        assert fast == full, (draw, args, safe)
+        differed += fast != {c.key: c.free_from for c in copies}
+    assert differed > 100  # the draws release copies later than their last use: waits and landings are exercised
 
 
 def test_release_never_precedes_the_last_forward_use():

@@ -299,8 +299,10 @@ class _ReleaseWalk:
         safe slot before k; the clock waits for the newest of them."""
         # Every copy held within the ceiling: none of them can lift it over
         # (the selection's searches walk this once per node per set tried).
-        if self.base_live[k] + self.held_bytes <= self.ceiling:
-            return
+        if self.base_live[k] + self.held_bytes > self.ceiling:
+            self._release_over(k)
+
+    def _release_over(self, k: int) -> None:
         holding = [c for c in self.held if c.free_from < k]
         over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
         slot = k - 1
