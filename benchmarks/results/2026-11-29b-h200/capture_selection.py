@@ -4,7 +4,7 @@ problem (StepWithoutOffload, candidates, budget in bytes) pickled to $OUT/proble
 Run: python capture_selection.py BENCH_ARGS..."""
 import collections, os, pickle, sys, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 from offload_pass.planning import scheduling, selection  # noqa: E402
 
 OUT = os.environ.get("OUT", ".")
@@ -42,8 +42,8 @@ def _captured(step, pool, budget):
 
 
 scheduling.choose_for_budget = _captured
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-import benchmarks.bench_offload as bench  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import bench_offload as bench  # noqa: E402
 
 sys.argv = ["bench_offload.py"] + sys.argv[1:]
 bench.main()
