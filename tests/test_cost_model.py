@@ -154,6 +154,37 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
     assert differed > 100  # the draws release copies later than their last use: waits and landings are exercised
 
 
+def test_reloads_that_fit_are_placed_in_one_pass_where_the_placer_places_them(monkeypatch):
+    # Without a prefetch bound or Inductor's slots, schedule_reloads places
+    # every reload at its latest start in one pass where all of them together
+    # fit under the ceiling, else runs the placer. The placer alone must place
+    # the same reloads on random backwards, those that fit and those it moves.
+    from offload_pass.planning import schedules
+
+    rng = random.Random(11)
+    fitted = moved = 0
+    for draw in range(400):
+        n = rng.randint(2, 40)
+        ms = [rng.uniform(0.1, 2.0) for _ in range(n)]
+        live = [rng.randint(0, 100) for _ in range(n)]
+        reloads = sorted(
+            (Reload(f"r{i}", rng.randint(1, 60), rng.randrange(n + 1)) for i in range(rng.randint(1, 12))),
+            key=lambda r: r.consumer,
+        )
+        args = (ms, live, reloads, rng.uniform(5.0, 80.0), rng.randint(60, 300), rng.randrange(3))
+        one_pass = schedule_reloads(*args)
+        with monkeypatch.context() as m:
+            m.setattr(schedules, "_at_latest_starts_if_they_fit", lambda *a: None)
+            placed = schedule_reloads(*args)
+        assert one_pass == placed, (draw, args)
+        fits = schedules._at_latest_starts_if_they_fit(
+            *schedules._latest_starts(ms, reloads, args[3], schedules.RELOAD_MARGIN), live, reloads, args[4], args[5]
+        )
+        fitted += fits is not None
+        moved += fits is None and placed != schedule_reloads(*args[:4], ceiling=10**9, first=args[5])
+    assert fitted > 100 and moved > 50  # both paths taken, and the placer's moves exercised
+
+
 def test_release_never_precedes_the_last_forward_use():
     # "a" is still read by node 5: however full node 4 is, it cannot go before.
     ms, live = [1.0] * 8, [0, 0, 0, 0, 50, 0, 0, 0]
@@ -246,10 +277,14 @@ def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads(
     assert loose.prediction.backward_wait_ms < tight.prediction.backward_wait_ms
     assert any(loose.reload_before[s] != tight.reload_before[s] for s in tight.reload_before)
     assert re.search(r"reloads allowed \d+\.\d\d KiB above it \(reload_headroom, 2\.0% of the bytes offloaded\)", str(loose))
-    from offload_pass.planning.scheduling import headroom_bytes
+    from offload_pass.planning.scheduling import resolved_headroom
+    from offload_pass.planning.schedules import reload_ceiling
 
-    assert headroom_bytes(OffloadConfig(reload_headroom=0.05), 1000) == 50
-    assert headroom_bytes(OffloadConfig(reload_headroom=50), 10**6) == 50
+    assert reload_ceiling(1000, resolved_headroom(OffloadConfig(reload_headroom=0.05)), 1000) == 1050
+    assert reload_ceiling(1000, resolved_headroom(OffloadConfig(reload_headroom=50)), 10**6) == 1050
+    assert reload_ceiling(1000, resolved_headroom(OffloadConfig()), 1000) == 1020
+    # Never past a budget above the ideal's peak; a budget under it moves nothing.
+    assert reload_ceiling(1000, 50, 0, target=1030) == 1030 and reload_ceiling(1000, 50, 0, target=900) == 1000
     # The default applies to schedule="cost" alone: "fixed" takes it without complaint.
     assert OffloadConfig(schedule="fixed").reload_headroom is None
 

@@ -4,6 +4,7 @@ into a compile."""
 
 import re
 import itertools
+import dataclasses
 import random
 
 import pytest
@@ -98,9 +99,19 @@ BIG = Candidate("big", 4, produced=3, free_from=3, consumer=5)
 def test_auto_takes_what_hides_and_leaves_what_would_cost_time():
     chosen, p = choose_auto(_step([1] * 4, [1] * 6, LIVE), [SMALL, BIG], max_overhead=0.02)
     assert [c.key for c in chosen] == ["small"] and p.step_ms == 10 and p.peak == 37
-    # Both together queue behind each other (peak 37 again): big alone wins.
-    chosen, p = choose_auto(_step([1] * 4, [1] * 6, LIVE), [SMALL, BIG], max_overhead=10.0)
+    # Big alone: 36 at 14 ms (the forward waits 4 ms for it).
+    chosen, p = choose_auto(_step([1] * 4, [1] * 6, LIVE), [SMALL, BIG], max_overhead=0.5)
     assert [c.key for c in chosen] == ["big"] and p.step_ms == 14 and p.peak == 36
+    # Both: big queues behind small (lands at 8 ms: the forward waits 4), and
+    # their reloads, 7 ms of copies, may not lift memory over the ideal's
+    # peak (33, reload_headroom 0): big issued at backward node 1 (none fits
+    # beside node 0's 33), small behind it, landing at 8 ms where its consumer
+    # starts at 5: the backward waits 3 ms (the rewrite's rule,
+    # schedules.schedule_reloads; reloads started early enough to land in
+    # time would have lifted memory back to 37).
+    chosen, p = choose_auto(_step([1] * 4, [1] * 6, LIVE), [SMALL, BIG], max_overhead=10.0)
+    assert sorted(c.key for c in chosen) == ["big", "small"] and p.step_ms == 4 + 6 + 4 + 3 and p.peak == 33
+    assert p.after[4:] == (33, 32, 30, 20, 15, 10) and p.backward_wait_ms == 3
 
 
 def test_budget_reached_cheaply_or_reported_out_of_reach():
@@ -110,6 +121,24 @@ def test_budget_reached_cheaply_or_reported_out_of_reach():
     assert [c.key for c in chosen] == ["big"] and p.peak == 36
     chosen, p = choose_for_budget(_step([1] * 4, [1] * 6, LIVE), [SMALL, BIG], budget=5)
     assert p.peak > 5  # the caller reports the shortfall
+
+
+def test_the_search_bounds_reloads_as_the_rewrite_does():
+    # schedules.reload_ceiling: the ideal's peak (33 with both copies) plus
+    # the reload headroom, never past a budget above the ideal's peak.
+    step = _step([1] * 4, [1] * 6, LIVE)
+    # 4 bytes of headroom: big's reload is issued at backward node 0 (33 + 4),
+    # small's at node 1 behind it, landing at 7 ms for its consumer at 5.
+    roomy = simulate_offload(dataclasses.replace(step, reload_headroom=4), [SMALL, BIG])
+    assert roomy.peak == 37 and roomy.backward_wait_ms == 2 and roomy.step_ms == 4 + 6 + 4 + 2
+    # A share of the bytes offloaded: 4/7 of 7 bytes is the same 4.
+    assert simulate_offload(dataclasses.replace(step, reload_headroom=4 / 7 + 1e-9), [SMALL, BIG]) == roomy
+    # A budget of 34 caps the headroom: as with none (33 at 17 ms).
+    capped = simulate_offload(dataclasses.replace(step, reload_headroom=4, reload_target=34), [SMALL, BIG])
+    assert capped == simulate_offload(step, [SMALL, BIG]) and capped.peak == 33 and capped.step_ms == 17
+    # prefetch_bytes=4: small waits for big's consumer (node 5) to be issued.
+    bounded = simulate_offload(dataclasses.replace(step, reload_headroom=4, prefetch_bytes=4), [SMALL, BIG])
+    assert bounded.peak == 37 and bounded.backward_wait_ms > roomy.backward_wait_ms
 
 
 def _draw(rng):
@@ -483,7 +512,11 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
     checked = 0
     for _ in range(300):
         fw, bw, live, cands = _draw(rng)
-        step = _step(fw, bw, live)
+        # Reloads may lift memory over the ideal's peak by up to the bytes
+        # offloaded (a reload_headroom a user may set): with none, every set
+        # reaches its ideal peak, waits and all, and the lowest peak found
+        # never stands over a budget the ideal bound leaves.
+        step = dataclasses.replace(_step(fw, bw, live), reload_headroom=1.0)
         _, lowest = selection._lowest_peak(step, cands)
         bound = selection._ideal_peak(step, cands)
         budget = int(lowest.peak / (1 + selection.OUT_OF_REACH_MARGIN)) - 1

@@ -83,7 +83,7 @@ class OffloadPlan:
     # reloads were placed under.
     ideal_peak: Optional[int] = None
     # How far above ideal_peak the reloads were allowed to lift memory:
-    # OffloadConfig.reload_headroom in bytes (scheduling.headroom_bytes),
+    # OffloadConfig.reload_headroom in bytes (schedules.reload_ceiling),
     # less what would pass a budget.
     reload_headroom: int = 0
     # The cost model's schedule: storage -> the forward node its release goes

@@ -12,6 +12,9 @@ budget: ``scheduling.schedule_copies``). Gives:
   consumer (reloads queue on one host->device stream); each release goes
   where its copy-out is predicted to have landed. Neither may lift device
   memory above the ceiling.
+- ``reload_ceiling(...)``: the memory the reloads may lift the backward to
+  (the ideal's peak plus the headroom, never past a budget), the one rule for
+  the rewrite and the selection's search.
 - ``release_schedule`` / ``reload_schedule``: the same on real graphs;
   releases go to slots that split no fused kernel, reloads count their bytes
   from where Inductor's generated code runs them (``inductor_model``).
@@ -21,7 +24,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from typing import Optional, Sequence
+import itertools
+from typing import Optional, Sequence, Union
 
 import torch.fx as fx
 
@@ -29,7 +33,9 @@ from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.inductor_model import in_place_slots, safe_slots
 from offload_pass.planning.lifetimes import CopyLifetime
 
-__all__ = ["CopyOut", "Reload", "release_schedule", "reload_schedule", "schedule_releases", "schedule_reloads"]
+__all__ = [
+    "CopyOut", "Reload", "release_schedule", "reload_ceiling", "reload_schedule", "schedule_releases", "schedule_reloads",
+]
 
 # The estimates are rough (no fusion, no overlap between kernels); reloads
 # start this much earlier than the estimate says they must.
@@ -43,15 +49,25 @@ class Reload:
     consumer: int  # index of its first consumer among the backward's nodes
 
 
+def reload_ceiling(ideal_peak: int, headroom: Union[int, float], offloaded: int, target: Optional[int] = None) -> int:
+    """The most device memory the reloads may lift the backward to: the
+    ideal's peak (every copy off from its last forward use to its first
+    backward use) plus ``headroom`` (``OffloadConfig.reload_headroom``
+    resolved: bytes, or a float share of the ``offloaded`` bytes), never past
+    a budget ``target`` that stands above the ideal's peak. The one rule for
+    the rewrite's schedule (``scheduling``) and the selection's search."""
+    extra = int(headroom * offloaded) if isinstance(headroom, float) else headroom
+    ceiling = ideal_peak + extra
+    return ceiling if target is None else min(ceiling, max(ideal_peak, target))
+
+
 def _latest_starts(
     node_ms: Sequence[float], reloads: Sequence[Reload], h2d_bytes_per_ms: float, margin: float
 ) -> tuple[list[float], list[float]]:
     """Start time of each node, and the latest start of each reload: copies
     run one after the other on the host->device stream, so each bound comes
     from the last reload backwards."""
-    start = [0.0]
-    for ms in node_ms:
-        start.append(start[-1] + ms)
+    start = [0.0, *itertools.accumulate(node_ms)]
     latest: list[float] = []
     bound = float("inf")
     for r in reversed(reloads):
@@ -104,12 +120,51 @@ def schedule_reloads(
     the next node that runs in place.
     """
     start, latest = _latest_starts(node_ms, reloads, h2d_bytes_per_ms, margin)
+    if prefetch_bytes is None and safe is None:
+        fits = _at_latest_starts_if_they_fit(start, latest, base_live, reloads, ceiling, first)
+        if fits is not None:
+            return fits
     placer = _ReloadPlacer(start, list(base_live), ceiling, first, prefetch_bytes, safe)
     issue: dict[str, int] = {}
     floor = first
     for r, latest_start in zip(reloads, latest):
         floor = placer.place(r, latest_start, floor)
         issue[r.key] = floor
+    return issue
+
+
+def _at_latest_starts_if_they_fit(
+    start: Sequence[float],
+    latest: Sequence[float],
+    base_live: Sequence[int],
+    reloads: Sequence[Reload],
+    ceiling: int,
+    first: int,
+) -> Optional[dict[str, int]]:
+    """``schedule_reloads``' result where no reload has to wait for room
+    (no ``prefetch_bytes``, every slot in place): each reload at the last
+    node starting by its latest start, not before the one before it. None
+    where those reloads together would lift memory over ``ceiling``
+    somewhere. Why that is the placer's result: the placer adds the reloads
+    one by one and only ever adds bytes, so if every reload fits with all of
+    them placed, each fitted when it was placed and none was moved. The
+    common case (reloads with room under the ceiling), in one pass over the
+    backward instead of one per reload: the selection's search simulates
+    thousands of sets."""
+    issue: dict[str, int] = {}
+    delta = [0] * (len(base_live) + 1)
+    floor = first
+    for r, latest_start in zip(reloads, latest):
+        consumer = max(r.consumer, floor)
+        at = max(bisect.bisect_right(start, latest_start, floor, consumer + 1) - 1, floor)
+        issue[r.key] = floor = at
+        delta[at] += r.nbytes
+        delta[consumer] -= r.nbytes
+    in_flight = 0
+    for live, d in zip(base_live, delta):
+        in_flight += d
+        if in_flight and live + in_flight > ceiling:
+            return None
     return issue
 
 

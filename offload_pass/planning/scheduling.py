@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.fx as fx
@@ -26,7 +26,7 @@ import torch.fx as fx
 from offload_pass.config import DEFAULT_RELOAD_HEADROOM, OffloadConfig
 from offload_pass.enums import Mode, ScheduleKind
 from offload_pass.planning.cost_model import DeviceProfile
-from offload_pass.planning.schedules import release_schedule, reload_schedule
+from offload_pass.planning.schedules import release_schedule, reload_ceiling, reload_schedule
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
 from offload_pass.planning.selection import StepWithoutOffload, candidates, choose_auto, choose_for_budget
@@ -34,7 +34,7 @@ from offload_pass.planning.step_model import NodeTimes, StepPrediction, copy_op_
 from offload_pass.planning.timeline import Timeline
 from offload_pass.units import format_bytes
 
-__all__ = ["Schedule", "budget_bytes", "check_budget", "device_of", "headroom_bytes", "schedule_copies"]
+__all__ = ["Schedule", "budget_bytes", "check_budget", "device_of", "resolved_headroom", "schedule_copies"]
 
 log = logging.getLogger("offload_pass")
 
@@ -95,6 +95,7 @@ def schedule_copies(
             times.ordered(fw_gm, "forward"), times.ordered(bw_gm, "backward"), timeline.live_bytes,
             profile.bytes_per_ms("d2h"), profile.bytes_per_ms("h2d"),
             **copy_op_costs(times, fw_gm),
+            reload_headroom=resolved_headroom(config), reload_target=target, prefetch_bytes=config.prefetch_bytes,
         )
         allowed = config.max_overhead if max_overhead is None else max_overhead
         plan = _select(
@@ -113,18 +114,16 @@ def schedule_copies(
     # reloads that start earlier), and never past a budget.
     live = ideal_live(timeline.live_bytes, chosen)
     ceiling = max(live, default=0)
-    reload_ceiling = ceiling + headroom_bytes(config, plan.offloaded_bytes)
-    if target is not None:
-        reload_ceiling = min(reload_ceiling, max(ceiling, target))
+    reloads_up_to = reload_ceiling(ceiling, resolved_headroom(config), plan.offloaded_bytes, target)
     split = timeline.phases.count("forward")
     release_after = release_schedule(
         fw_gm, chosen, live[:split], ceiling, profile, times.ordered(fw_gm, "forward")
     )
     reload_before = reload_schedule(
-        bw_gm, chosen, live[split:], reload_ceiling, profile, times.ordered(bw_gm, "backward"), config.prefetch_bytes
+        bw_gm, chosen, live[split:], reloads_up_to, profile, times.ordered(bw_gm, "backward"), config.prefetch_bytes
     )
     plan.ideal_peak = ceiling
-    plan.reload_headroom = reload_ceiling - ceiling
+    plan.reload_headroom = reloads_up_to - ceiling
     plan.release_after = dict(release_after)
     plan.reload_before = dict(reload_before)
     return Schedule(plan, release_after, reload_before)
@@ -183,12 +182,11 @@ def _select(
     return plan
 
 
-def headroom_bytes(config: OffloadConfig, offloaded: int) -> int:
-    """``OffloadConfig.reload_headroom`` in bytes, for a plan offloading
-    ``offloaded`` bytes (a float is a fraction of them; None, the default
-    fraction)."""
-    headroom = DEFAULT_RELOAD_HEADROOM if config.reload_headroom is None else config.reload_headroom
-    return int(headroom * offloaded) if isinstance(headroom, float) else headroom
+def resolved_headroom(config: OffloadConfig) -> Union[int, float]:
+    """``OffloadConfig.reload_headroom`` with None resolved to its default
+    (``DEFAULT_RELOAD_HEADROOM``): bytes, or a float share of the bytes
+    offloaded (``schedules.reload_ceiling`` turns it into bytes)."""
+    return DEFAULT_RELOAD_HEADROOM if config.reload_headroom is None else config.reload_headroom
 
 
 def budget_bytes(config: OffloadConfig, without_offload: StepPrediction) -> Optional[int]:

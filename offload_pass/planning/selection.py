@@ -19,11 +19,14 @@ landed, or earlier, the compute stream waiting for it,
 where the copies still held would lift memory over the peak of the ideal
 (every copy off from its last forward use); the forward's clock includes
 those waits. A copy's device memory is free from its release until its
-reload is issued. Reloads queue on the host->device stream, each issued as
-late as lets it land before its consumer; a chain that would have to start
-before the backward does makes the backward wait that long. The step is
-forward + backward compute plus those waits and the runtime ops' time; the
-peak is the highest point of memory over the step.
+reload is issued. Each reload is issued where the rewrite issues it
+(``schedules.schedule_reloads`` under ``schedules.reload_ceiling``, the one
+rule for that): as late as lands it before its consumer, later where memory
+would rise over the ideal's peak plus the reload headroom; reloads queue on
+the host->device stream and the backward waits at a consumer whose reload
+has not landed. The step is forward + backward compute plus those waits and
+the runtime ops' time; the peak is the highest point of memory over the
+step.
 
 ``choose_auto`` maximises the peak reduction with the predicted step within
 ``max_overhead`` of no offload; ``choose_for_budget`` reaches a peak budget
@@ -39,10 +42,12 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from offload_pass.planning.lifetimes import CopyLifetime, off_device_points
-from offload_pass.planning.schedules import RELOAD_MARGIN, CopyOut, schedule_releases
+from offload_pass.planning.schedules import (
+    RELOAD_MARGIN, CopyOut, Reload, reload_ceiling, schedule_releases, schedule_reloads,
+)
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates", "simulate_offload", "choose_auto", "choose_for_budget"]
 
@@ -99,6 +104,19 @@ class StepWithoutOffload:
     reload_ms: float = 0.0
     copy_host_ms: float = 0.0
     fw_host_ms: Sequence[float] = ()
+    # What bounds the reloads, as the rewrite bounds them
+    # (``schedules.reload_ceiling``, ``OffloadConfig.prefetch_bytes``): the
+    # headroom over the ideal's peak (bytes, or a share of the bytes
+    # offloaded), a budget they may not lift memory past, the bytes of
+    # reloads in flight. Without them the search let every reload start
+    # as early as the host->device stream needed, memory no object: on
+    # ResNet-50 (H200, everything copied, reloads four times the backward)
+    # it predicted 4.5 GiB where the rewrite holds the reloads back to
+    # 1.8 GiB at the same step, and called budgets out of reach that offload
+    # reaches.
+    reload_headroom: Union[int, float] = 0
+    reload_target: Optional[int] = None
+    prefetch_bytes: Optional[int] = None
 
     # The clocks of the step without offload, computed once: the searches
     # simulate thousands of sets over the same step (a CPU profile of an
@@ -201,7 +219,7 @@ def _ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[in
     return off
 
 
-def _forward(step: StepWithoutOffload, order: Sequence[Candidate]) -> tuple[dict[str, int], float]:
+def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
     """Where the rewrite releases each chosen copy (``order``: sorted by
     producer) in the forward, and the
     forward's end with the waits those releases cause. The releases are
@@ -210,8 +228,8 @@ def _forward(step: StepWithoutOffload, order: Sequence[Candidate]) -> tuple[dict
     compute stream waiting for it, where the copies still held would lift
     memory over the peak of the ideal (every copy off from its last forward
     use). Copies queue on the device->host stream from the end of their
-    producer on the walked clock, waits included."""
-    ideal = [a - b for a, b in zip(step.live, _ideal_off(step, order))]
+    producer on the walked clock, waits included. ``ideal``: the device
+    bytes at each point with the copies off over their ideal intervals."""
     ceiling = max(ideal, default=0)
     fast = _released_as_they_land(step, order, ideal, ceiling)
     return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
@@ -278,40 +296,69 @@ def _scheduled(
 
 def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
     """Estimated step time and peak with ``chosen`` offloaded."""
-    fw_ms, live = step.fw_ms, step.live
-    n_fw = len(fw_ms)
-    bw_end, bw_start = step.bw_end, step.bw_start
+    live = step.live
+    n_fw = len(step.fw_ms)
     fw_total = step.fw_end[-1] if n_fw else 0.0
+    bw_total = step.bw_end[-1] if step.bw_ms else 0.0
     order = sorted(chosen, key=lambda c: (c.produced, c.key))
-    release, forward_end = _forward(step, order) if order else ({}, fw_total)
+    ideal = [a - b for a, b in zip(live, _ideal_off(step, order))] if order else list(live)
+    release, forward_end = _forward(step, order, ideal) if order else ({}, fw_total)
     forward_wait = max(0.0, forward_end - fw_total)
     # The waits on the device's clock, added to the forward as the host
     # and the ops leave it (both, not the larger: a wait late in the
     # forward does not give back idling early in it).
     forward_ms = _forward_with_ops(step, order)
-    # Backward: latest starts, from the last consumer back.
-    bound = float("inf")
-    issue_at: dict[str, int] = {}
-    earliest_start = 0.0
-    for c in sorted(chosen, key=lambda c: (c.consumer, c.key), reverse=True):
-        if c.consumer >= len(bw_start):  # never read in backward: never reloaded
-            issue_at[c.key] = len(bw_start)
-            continue
-        bound = min(bw_start[c.consumer], bound) - c.nbytes / step.h2d_bytes_per_ms
-        earliest_start = min(earliest_start, bound)
-        issue_at[c.key] = max(0, bisect.bisect_right(bw_start, bound) - 1)
-    backward_wait = max(0.0, -earliest_start)
+    issue, backward_wait = _backward(step, order, ideal)
     delta = [0] * (len(live) + 1)
     for c in chosen:
         delta[min(release[c.key] + 1, n_fw)] += c.nbytes  # free after the node it is released after
-        delta[n_fw + min(issue_at[c.key], c.consumer)] -= c.nbytes
+        if c.key in issue:  # on the device again from where its reload is issued
+            delta[n_fw + issue[c.key]] -= c.nbytes
     after, off = [], 0
     for a, d in zip(live, delta):
         off += d
         after.append(a - off)
-    reloads = sum(1 for c in chosen if c.consumer < len(bw_start))
-    total = forward_ms + (bw_end[-1] if bw_end else 0.0) + forward_wait + backward_wait + reloads * step.reload_ms
+    total = forward_ms + bw_total + forward_wait + backward_wait + len(issue) * step.reload_ms
     return Estimate(total, max(after, default=0), forward_wait, backward_wait, tuple(after))
+
+
+def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
+    """Where the rewrite issues the reload of each chosen copy read in
+    backward (``schedules.schedule_reloads`` under
+    ``schedules.reload_ceiling``: as late as lands it before its consumer,
+    later where memory would rise over the ideal's peak plus the headroom),
+    and the backward's waits for them: reloads queue on the host->device
+    stream from where they are issued on the backward's clock, and the
+    backward waits at a consumer for its reload to land."""
+    n_fw, n_bw = len(step.fw_ms), len(step.bw_ms)
+    reloads = sorted(
+        (Reload(c.key, c.nbytes, c.consumer) for c in order if c.consumer < n_bw), key=lambda r: (r.consumer, r.key)
+    )
+    if not reloads:
+        return {}, 0.0
+    ceiling = reload_ceiling(
+        max(ideal, default=0), step.reload_headroom, sum(c.nbytes for c in order), step.reload_target
+    )
+    issue = schedule_reloads(
+        step.bw_ms, ideal[n_fw:], reloads, step.h2d_bytes_per_ms, ceiling, prefetch_bytes=step.prefetch_bytes
+    )
+    # Events in the order the backward meets them: before node k, the
+    # reloads issued there, then the waits of its consumers.
+    events = sorted(
+        [(issue[r.key], 0, r) for r in reloads] + [(r.consumer, 1, r) for r in reloads],
+        key=lambda e: (e[0], e[1]),
+    )
+    start = step.bw_start
+    wait = stream = 0.0
+    landed: dict[str, float] = {}
+    for k, is_use, r in events:
+        clock = start[k] + wait
+        if is_use:
+            wait += max(0.0, landed[r.key] - clock)
+        else:
+            stream = max(clock, stream) + r.nbytes / step.h2d_bytes_per_ms
+            landed[r.key] = stream
+    return issue, wait
 
 
 def choose_auto(
