@@ -141,6 +141,27 @@ def test_the_search_bounds_reloads_as_the_rewrite_does():
     assert bounded.peak == 37 and bounded.backward_wait_ms > roomy.backward_wait_ms
 
 
+def test_the_budget_search_scores_again_only_the_candidates_that_could_win(monkeypatch):
+    # 40 copies that hide (4 bytes per ms against 1 ms nodes), each needed
+    # for the peak: a step of the greedy evaluates candidates in the order of
+    # their last score and stops once none left could beat the best, so 16
+    # copies cost about two simulations each after the first step's 40, where
+    # scoring every candidate at every step took 537 simulations.
+    from offload_pass.planning import selection
+
+    n = 40
+    cands = [Candidate(f"c{i}", 2 + i % 3, produced=i, free_from=i, consumer=n - 1 - i) for i in range(n)]
+    live = [100 + sum(c.nbytes for c in cands if c.produced <= i) for i in range(n)]
+    live += [100 + sum(c.nbytes for c in cands if j <= c.consumer) for j in range(n)]
+    step = StepWithoutOffload([1.0] * n, [1.0] * n, live, 4.0, 4.0)
+    base = simulate_offload(step, [])
+    calls = []
+    monkeypatch.setattr(selection, "simulate_offload", lambda s, chosen: calls.append(1) or simulate_offload(s, chosen))
+    chosen, got = selection._greedy_for_budget(step, cands, base.peak - 60, peak_first=True)
+    assert len(chosen) == 16 and got.peak == base.peak - 60 and got.step_ms == base.step_ms == 80
+    assert len(calls) <= 2 * n, len(calls)
+
+
 def _draw(rng):
     nf, nb = rng.randint(4, 10), rng.randint(6, 16)
     fw = [rng.uniform(0.5, 3) for _ in range(nf)]

