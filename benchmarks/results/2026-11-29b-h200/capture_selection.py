@@ -1,7 +1,7 @@
 """Thirty-third session: run benchmarks/bench_offload.py with every call of the budget search
 (scheduling.choose_for_budget) timed, its simulations counted by the search phase that asked for them, and its
-problem (StepWithoutOffload, candidates, budget in bytes) pickled to $OUT/problem_N.pkl for study on the CPU.
-Run: python capture_selection.py BENCH_ARGS..."""
+problem (StepWithoutOffload, candidates, budget in bytes) pickled to $OUT/problem_N.pkl for study on the CPU
+(CAPTURE_PICKLE=0: timed and counted only). Run: python capture_selection.py BENCH_ARGS..."""
 import collections, os, pickle, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
@@ -23,8 +23,9 @@ calls = [0]
 
 def _captured(step, pool, budget):
     calls[0] += 1
-    with open(f"{OUT}/problem_{calls[0]}.pkl", "wb") as f:
-        pickle.dump((step, list(pool), budget), f)
+    if os.environ.get("CAPTURE_PICKLE", "1") != "0":
+        with open(f"{OUT}/problem_{calls[0]}.pkl", "wb") as f:
+            pickle.dump((step, list(pool), budget), f)
     counts.clear()
     selection.simulate_offload = _counted
     start = time.time()
