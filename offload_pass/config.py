@@ -52,7 +52,9 @@ class OffloadConfig:
         near the peak throughout, reloads wait for room and the copy stream
         idles; 2 % took the step from 1.218 to 1.122 x the two-way floor, R
         from 1.000 to 0.997. Where reloads do not wait for room it changes
-        nothing. 0: none; the step's peak stays the ideal one.
+        nothing. 0: none; the step's peak stays the ideal one. mode="auto"
+        and mode="budget" choose their copies under the same bound (and
+        ``prefetch_bytes``), as the rewrite will place the reloads.
     bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
         the cost model; None measures it once per device and caches it.
     measure_kernels: on CUDA, time each extern kernel of the graphs (matmuls,
