@@ -136,7 +136,7 @@ def test_the_search_bounds_reloads_as_the_rewrite_does():
     # A budget of 34 caps the headroom: as with none (33 at 17 ms).
     capped = simulate_offload(dataclasses.replace(step, reload_headroom=4, reload_target=34), [SMALL, BIG])
     assert capped == simulate_offload(step, [SMALL, BIG]) and capped.peak == 33 and capped.step_ms == 17
-    # prefetch_bytes=4: small waits for big's consumer (node 5) to be issued.
+    # prefetch_bytes=4: small's reload is held back until big's is consumed (node 5).
     bounded = simulate_offload(dataclasses.replace(step, reload_headroom=4, prefetch_bytes=4), [SMALL, BIG])
     assert bounded.peak == 37 and bounded.backward_wait_ms > roomy.backward_wait_ms
 
