@@ -1,78 +1,84 @@
 """Thirty-fourth session, on the CPU: the saved sets of PyTorch's partition of one decoder under
 activation_memory_budget at each of LEVELS, through plain Inductor, against the partitions offload_pass's
 mode="budget" search makes of the same model (its RECOMPUTE_LEVELS set to LEVELS, a budget out of reach so that
-it tries them). Traced only: each compile stops after its partitions, nothing runs.
+it tries them). PyTorch's compile stops after its partitions; ours compiles and runs one step (at the
+benchmark's size, about a minute on a 2-core CPU).
 
     python benchmarks/results/2026-11-29c-h200/cpu_partition_levels.py LAYERS HIDDEN HEADS SEQ BATCH LEVELS
     python benchmarks/results/2026-11-29c-h200/cpu_partition_levels.py 6 2048 16 4096 2 0.9,0.8,0.6   # the benchmark's decoder
 """
-import sys, torch, functools
-import torch._functorch.partitioners as P
-import offload_pass, offload_pass.backend as backend
+import sys
+
+import torch
+import torch._functorch.partitioners as partitioners
+from torch._inductor.custom_graph_pass import CustomPartitionerFn
+
+import offload_pass
+import offload_pass.backend as backend
 from offload_pass.examples.models import make_decoder
 
-L, H, HEADS, S, B = [int(a) for a in sys.argv[1:6]]
+layers, hidden, heads, seq, batch = (int(a) for a in sys.argv[1:6])
 levels = [float(a) for a in sys.argv[6].split(",")]
-dtype = torch.bfloat16
-real = P.min_cut_rematerialization_partition
+real = partitioners.min_cut_rematerialization_partition
 
-def saved(fw, kw):
+
+class Stop(Exception):
+    pass
+
+
+def saved(fw: torch.fx.GraphModule, kwargs: dict) -> dict[str, int]:
+    """The forward's saved tensors: name -> bytes."""
     out = fw.graph.find_nodes(op="output")[0].args[0]
-    return [(n.name, tuple(n.meta["val"].shape) if hasattr(n.meta.get("val"), "shape") else None) for n in out[kw["num_fwd_outputs"]:] if isinstance(n, torch.fx.Node)]
+    nodes = [n for n in out[kwargs["num_fwd_outputs"]:] if isinstance(n, torch.fx.Node)]
+    return {n.name: n.meta["val"].numel() * n.meta["val"].element_size() if isinstance(n.meta.get("val"), torch.Tensor) else 0
+            for n in nodes}
 
-def mib(names):
-    tot = 0
-    for n, shp in names:
-        if shp is not None:
-            import math; tot += math.prod(shp) * 2
-    return tot / 2**20
 
-class Stop(Exception): pass
+plain: dict[float, dict[str, int]] = {}
 
-results = {}
-from torch._inductor.custom_graph_pass import CustomPartitionerFn
-class PlainP(CustomPartitionerFn):
-    def uuid(self): return None
-    def __call__(self, joint, inputs, **kw): return plain_partitioner(joint, inputs, **kw)
-def plain_partitioner(joint, inputs, **kw):
-    for lvl in levels:
-        with torch._functorch.config.patch(activation_memory_budget=lvl):
-            fw, bw = real(joint, inputs, **kw)
-        results[("plain", lvl)] = saved(fw, kw)
-    raise Stop()
 
-x = torch.randn(B, S, H, dtype=dtype)
-m = make_decoder(L, H, HEADS, dtype=dtype)
+class PlainLevels(CustomPartitionerFn):
+    """PyTorch's partitioner at each level, then stop the compile."""
+
+    def uuid(self):
+        return None
+
+    def __call__(self, joint, inputs, **kwargs):
+        for level in levels:
+            with torch._functorch.config.patch(activation_memory_budget=level):
+                plain[level] = saved(real(joint, inputs, **kwargs)[0], kwargs)
+        raise Stop()
+
+
+x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16)
+model = make_decoder(layers, hidden, heads, dtype=torch.bfloat16)
 torch._dynamo.reset()
 try:
-    with torch._inductor.config.patch(custom_partitioner_fn=PlainP()):
-        torch.compile(m, backend="inductor")(x).backward()
-except Exception as e:
-    if "Stop" not in repr(e): raise
+    with torch._inductor.config.patch(custom_partitioner_fn=PlainLevels()):
+        torch.compile(model, backend="inductor")(x).backward()
+except Exception as error:
+    if "Stop" not in repr(error):
+        raise
 
-# ours: wrap backend's partition function
-ours_calls = []
-def wrapped(joint, inputs, **kw):
-    fw, bw = real(joint, inputs, **kw)
-    ours_calls.append((torch._functorch.config.activation_memory_budget, saved(fw, kw)))
-    if len(ours_calls) > len(levels): raise Stop()
+ours: list[tuple[float, dict[str, int]]] = []
+
+
+def recorded(joint, inputs, **kwargs):
+    fw, bw = real(joint, inputs, **kwargs)
+    ours.append((torch._functorch.config.activation_memory_budget, saved(fw, kwargs)))
     return fw, bw
-backend.min_cut_rematerialization_partition = wrapped
+
+
+backend.min_cut_rematerialization_partition = recorded
 backend.RECOMPUTE_LEVELS = tuple(levels)
 torch._dynamo.reset()
-be = offload_pass.make_backend(mode="budget", memory_budget=0.05) if hasattr(offload_pass, "make_backend") else None
-try:
-    torch.compile(m, backend=be)(x).backward()
-except Exception as e:
-    print("ours raised", type(e).__name__, str(e)[:200])
-for lvl in levels:
-    p = {n for n, _ in results[("plain", lvl)]}
-    print(f"plain {lvl}: {len(p)} saved, {mib(results[('plain', lvl)]):.1f} MiB")
-for lvl, s in ours_calls:
-    names = {n for n, _ in s}
-    print(f"ours  {lvl}: {len(names)} saved, {mib(s):.1f} MiB", end="")
-    if ("plain", lvl) in results:
-        p = {n for n, _ in results[("plain", lvl)]}
-        print(f"  only plain: {sorted(p - names)[:8]} only ours: {sorted(names - p)[:8]}")
-    else:
-        print()
+# A budget out of reach: the search partitions every level (those saving a set seen before are skipped).
+torch.compile(model, backend=offload_pass.make_backend(mode="budget", memory_budget=0.05))(x).backward()
+
+for level, names in plain.items():
+    print(f"PyTorch at {level}: {len(names)} saved, {sum(names.values()) / 2**20:.1f} MiB")
+for level, names in ours:
+    line = f"ours at {level}: {len(names)} saved, {sum(names.values()) / 2**20:.1f} MiB"
+    if level in plain:
+        line += f"; only PyTorch's: {sorted(set(plain[level]) - set(names))}, only ours: {sorted(set(names) - set(plain[level]))}"
+    print(line)
