@@ -12,7 +12,7 @@ from torch._inductor import custom_graph_pass
 from torch._inductor.utils import run_and_get_code
 
 import offload_pass
-from benchmarks.reload_lead import code_lead, graph_lead
+from kernel_lead import code_lead, graph_lead
 from offload_pass.examples.models import make_decoder
 from offload_pass.rewriting.kernel_order import GraphOrder, graph_order, graph_order_pass
 
