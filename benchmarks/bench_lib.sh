@@ -6,9 +6,8 @@
 # ARGS wins), and
 # B BUDGET, the variant name of mode="budget" at that memory_budget with no
 # marks. It prints the code it runs as a hash of the package's files: the
-# device's copy of the tree carries the working files, not the newest
-# commit's log (`git log` printed one stale commit on every call of the
-# twenty-seventh session). Here, `bash benchmarks/bench_lib.sh` prints the
+# device's copy of the tree carries the working files, whose `git log` may
+# name an older commit. Here, `bash benchmarks/bench_lib.sh` prints the
 # same hash for the working tree.
 mkdir -p "${out:-.}"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

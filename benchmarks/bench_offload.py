@@ -244,8 +244,7 @@ def steps_until_settled(step: Callable[[], object], backend: object, limit: int,
     only the backend's plans: mode="auto" runs plain Inductor's graph in
     turns beside each new plan (compiled_graph.plain_calls) and may plan
     again after, so a fixed warm-up can end inside a plan's measurement
-    (the twenty-second session's decoder front: a measured floor's re-plan
-    left plain Inductor's turns in the steps the benchmark took as the
+    (a late re-plan leaves plain Inductor's turns in the steps timed as the
     plan's). Returns the steps run; raises RuntimeError after ``limit``."""
     plans, run, steps = len(backend.plans), 0, 0
     while run < quiet:
@@ -532,7 +531,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             # measures (compiled_graph.FIRST_MEASURED_CALL) then run in the
             # loop that is timed. The device's clock follows its load (the
             # power cap): back to back it ran up to 10 % slower than
-            # synchronized step by step (H200, 2026-11-26).
+            # synchronized step by step.
             for _ in range(args.warmup):
                 step()
                 torch.cuda.synchronize()
@@ -753,7 +752,7 @@ def interleave_paired(kept: list[tuple[dict, Callable, Callable]], rounds: int, 
     a block's first steps run at the clock the block before left (on an
     H200, plain Inductor's synchronized steps right after a copy-bound
     plan's read 2 % fast, the hand set after the 30 % plan 3 % fast against
-    the one after it: twentieth session, calls B, D, E), so a round-robin
+    the one after it), so a round-robin
     slowdown carries its neighbour's load; and two compiles of plain
     Inductor read 1.6-2.6 % apart in one process. A second plain Inductor
     row among the variants is the control: its paired slowdown is the
