@@ -191,7 +191,7 @@ def test_state_reset_returns_to_a_fresh_import_and_spares_held_slots():
     state.slot_addresses.add(5)
     state.streams[0] = None
     raw, base = runtime._page_locked(8192, False)
-    arena = runtime.host_pool._Arena(raw, base, 8192, False, {})
+    arena = runtime.arena.Arena(raw, base, 8192, False, {})
     state.pools[("k", False)] = [arena]
     copy = torch.empty(16)
     arena.slots[0] = (copy.untyped_storage()._weak_ref(), 64)

@@ -1,49 +1,37 @@
 """How a mark reaches the traced graph, and how compiled frames are kept apart by mark.
 
 Takes: ``Mark`` values from the marking API (``markers.py``): one per marked
-module, whose forward gets wrapped here (``install_forward``), and one per
+module, whose forward is wrapped here (``install_forward``), and one per
 ``offload_region`` entered outside Dynamo's tracing (``EagerRegion``).
-Gives: ``node.meta["custom"][MARK_KEY]`` on every node Dynamo traces under a
-mark (``torch.fx.traceback.annotate``); for code that runs eagerly, the stack
-of marks running now (``active_marks``, ``active_mark_key``), which the
-backend reads for graphs compiled inside them; and ``mark_key``, what a
-compiled frame depends on, which the backend checks at each call.
+Gives ``node.meta["custom"][MARK_KEY]`` on every node Dynamo traces under a
+mark (``torch.fx.traceback.annotate``), and for code that runs eagerly the
+marks running now on ``MARKS`` (``mark_stack.py``), which the backend reads.
 
-Why each trick is needed:
-
-- Annotating is not enough after a graph break: Dynamo then runs the marked
-  forward (or region) eagerly and compiles the frames it calls on their own,
-  and their graphs carry no annotation. The eager mark stack fills that gap.
-- Dynamo guards a compiled frame on its inputs, not on our marks, so it could
-  reuse a frame compiled under one mark under another. A copy of the marked
-  forward's code per mark, Dynamo's cache buckets where torch has them, and
-  the backend's per-call check (see the comment above ``CACHE_BUCKETS``)
-  keep that from going unnoticed.
-- The eager-only functions here are never compiled as frames of their own
-  (``skip_frames``): a frame Dynamo runs eagerly calls them.
-- A forward traced under another backend warns once
-  (``_check_backend_for_marks``), since the marks would do nothing there.
-
-All of it is kept in ``MARKS`` (a ``MarkStack``), the one instance.
+Annotating is not enough after a graph break: Dynamo runs the marked
+forward (or region) eagerly and compiles the frames it calls on their own,
+without the annotation; the eager mark stack fills that gap. Dynamo guards
+a frame on its inputs, not on marks, so each mark gets its own copy of the
+forward's code and its own cache bucket (see ``CACHE_BUCKETS``). The
+eager-only functions here are never compiled as frames of their own
+(``skip_frames``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import itertools
-import threading
 import types
-import warnings
 import weakref
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch.nn as nn
 from torch.fx.traceback import annotate
 
+from offload_pass.marking.backend_check import check_backend_traced, warn_once
 from offload_pass.marking.mark import Mark, display_name
+from offload_pass.marking.mark_stack import MARKS, MarkStack, active_mark_key, active_marks, mark_key
 from offload_pass.meta_keys import MARK_KEY
 
 __all__ = [
@@ -60,136 +48,6 @@ __all__ = [
 ]
 
 _ORIG_FORWARD = "_offload_pass_orig_forward"
-
-
-@dataclasses.dataclass
-class MarkStack:
-    """Everything mark keeping remembers: the marks running eagerly now, and
-    what keeps compiled frames apart by mark (see the comment above
-    ``CACHE_BUCKETS``)."""
-
-    # Marks of the marked modules and regions running eagerly now, outermost
-    # first. A module or region runs eagerly when nothing is compiled, or when
-    # Dynamo broke the graph inside it and runs that frame without compiling
-    # it; the functions it calls are then compiled as frames of their own,
-    # whose graphs carry no annotation: the backend reads their marks from here.
-    marks: list[Mark] = dataclasses.field(default_factory=list)
-    keys: list[str] = dataclasses.field(default_factory=list)  # mark_key of each prefix of marks
-    # How to close each entry if it is left open: a region's exit (a region
-    # may be entered by hand), None for a module's forward (a with block).
-    closers: list[Optional[Callable[[], object]]] = dataclasses.field(default_factory=list)
-    # (bucket current on entry, mark key) -> Dynamo compile-cache bucket.
-    buckets: dict[tuple[int, str], int] = dataclasses.field(default_factory=dict)
-    # (forward function, mark key) -> the copy of it that runs under that mark.
-    forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = dataclasses.field(default_factory=dict)
-    warned: set[str] = dataclasses.field(default_factory=set)  # warnings already given
-    # The thread whose marks the stack holds (threading.get_ident; None while
-    # no marks run). torch's annotation state (torch.fx.traceback) is
-    # process-wide like this stack, so marked code runs in one thread at a
-    # time: ``claim`` refuses a second, and other threads see no marks.
-    owner: Optional[int] = None
-    _owner_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
-
-    def claim(self, what: str) -> None:
-        """Take the stack for this thread before ``what`` (a marked forward
-        or region) annotates anything; refused while marks of another thread
-        are running: its annotation would mark the other thread's graphs,
-        and theirs its own."""
-        me = threading.get_ident()
-        with self._owner_lock:
-            if self.owner in (None, me):
-                self.owner = me
-                return
-            running = ", ".join(m.where or m.source for m in self.marks)
-            raise RuntimeError(
-                f"offload_pass: {what} started in thread {threading.current_thread().name!r} while "
-                f"{running} runs in another thread; offload marks and torch's annotations "
-                "(torch.fx.traceback.annotate) are process-wide, so marked code can run in one "
-                "thread at a time. Run marked models one thread at a time (one process per GPU: "
-                "DistributedDataParallel or FSDP2, not nn.DataParallel)"
-            )
-
-    def running(self) -> bool:
-        """Marks are running in this thread."""
-        return bool(self.marks) and self.owner == threading.get_ident()
-
-    def push(self, mark: Mark, close: Optional[Callable[[], object]]) -> None:
-        if self.owner is None:  # claimed already, unless pushed by hand
-            self.owner = threading.get_ident()
-        self.marks.append(mark)
-        self.keys.append(mark_key(self.marks))
-        self.closers.append(close)
-
-    def close_above(self, mark: Mark) -> list[Mark]:
-        """Close the entries above ``mark`` (regions opened inside its block
-        and left open), innermost first; returns their marks, outermost first."""
-        index = self._index(mark)
-        if index is None:
-            return []
-        left_open = self.marks[index + 1:]
-        while len(self.marks) > index + 1:
-            depth, close = len(self.marks), self.closers[-1]
-            try:
-                if close is not None:
-                    close()  # a region's exit: pops its entry, puts back its bucket and annotation
-            finally:
-                self._truncate(depth - 1)
-        return left_open
-
-    def pop(self, mark: Mark) -> None:
-        """Drop ``mark`` and anything above it (nothing, after ``close_above``)."""
-        index = self._index(mark)
-        if index is not None:
-            self._truncate(index)
-
-    def _index(self, mark: Mark) -> Optional[int]:
-        return next((i for i in range(len(self.marks) - 1, -1, -1) if self.marks[i] is mark), None)
-
-    def _truncate(self, depth: int) -> None:
-        del self.marks[depth:], self.keys[depth:], self.closers[depth:]
-        if not self.marks:
-            self.owner = None
-
-    def reset(self) -> None:
-        """Forget the warnings given, as a fresh import has. Refused inside a
-        marked module or region: the stack belongs to the frames running now.
-
-        The cache buckets and the forward copies are kept. Each is a function
-        of its key, valid for the life of the process, and Dynamo files the
-        frames it compiled under a mark in them: dropped, the next call under
-        the same mark would draw a new bucket (or code copy) and compile again,
-        leaving the frames of the old one unreachable in Dynamo's caches.
-        """
-        if self.marks:
-            raise RuntimeError(
-                "offload_pass: mark state reset inside "
-                + ", ".join(m.where or m.source for m in self.marks)
-                + "; reset outside marked modules and offload regions"
-            )
-        self.warned.clear()
-
-
-MARKS = MarkStack()
-
-
-def active_marks() -> tuple[Mark, ...]:
-    """Marks of the marked modules and regions running eagerly now in this
-    thread, outermost first."""
-    return tuple(MARKS.marks) if MARKS.running() else ()
-
-
-def mark_key(marks: Sequence[Mark]) -> str:
-    """What a frame compiled under ``marks`` depends on: the innermost mark
-    without its names (two modules marked alike may share their graphs)."""
-    if not marks:
-        return ""
-    innermost = marks[-1]
-    return repr((innermost.offload, innermost.keep, innermost.outer))
-
-
-def active_mark_key() -> str:
-    """``mark_key(active_marks())``, without building it (called per graph call)."""
-    return MARKS.keys[-1] if MARKS.running() else ""
 
 
 # Dynamo guards a compiled frame on its inputs, not on our marks, so a frame
@@ -292,49 +150,6 @@ def _eager_mark(mark: Mark, what: str, close: Optional[Callable[[], object]] = N
         )
 
 
-# How many backend wrappers (Dynamo's, DDPOptimizer, a user's) to look through
-# for the offload backend. A chain of them is a few deep; the bound only ends
-# the walk where wrappers refer back to one another, which would loop forever.
-_MAX_BACKEND_WRAPPERS = 16
-
-
-def _check_backend_for_marks() -> bool:
-    """Called while Dynamo traces a marked forward: warn once if the backend
-    is not an offload backend, since the marks would then do nothing."""
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-
-        fn = InstructionTranslator.current_tx().output.compiler_fn
-        seen = 0
-        while fn is not None and seen < _MAX_BACKEND_WRAPPERS:
-            if getattr(fn, "_is_offload_backend", False):
-                return True
-            fn = (
-                getattr(fn, "_torchdynamo_orig_backend", None)
-                or getattr(fn, "compiler_fn", None)
-                # DDP: Dynamo calls DDPOptimizer.compile_fn, which holds the backend.
-                or getattr(getattr(fn, "__self__", None), "backend_compile_fn", None)
-            )
-            seen += 1
-    except Exception:  # an internal that moved: never let a check break tracing
-        return True
-    _warn_once(
-        "offload_pass: the model has offload marks but is compiled with another backend; "
-        "the marks have no effect there. Compile with "
-        "torch.compile(model, backend=offload_pass.offload_backend) to offload."
-    )
-    return False
-
-
-_check_backend_traced = torch._dynamo.assume_constant_result(_check_backend_for_marks)
-
-
-def _warn_once(message: str) -> None:
-    if message not in MARKS.warned:
-        MARKS.warned.add(message)
-        warnings.warn(message, stacklevel=3)
-
-
 # Each installed module mark's dict, by a key of its own (a new key per
 # ``install_forward``; the entry lives as long as the forward holding it).
 # A traced forward passes the key: Dynamo guards a compiled frame on that
@@ -376,7 +191,7 @@ def install_forward(module: nn.Module, mark: Mark) -> None:
     @functools.wraps(orig)
     def forward(*args: object, **kwargs: object) -> object:
         if torch.compiler.is_compiling():
-            _check_backend_traced()
+            check_backend_traced()
             with annotate({MARK_KEY: _traced_custom(key)}):
                 return orig(*args, **kwargs)
         # Running eagerly: either no compile at all, or Dynamo broke the
@@ -424,7 +239,7 @@ class EagerRegion:
     def __enter__(self) -> None:
         where = self.mark.where
         if _dynamo_running():
-            _warn_once(
+            warn_once(
                 f"offload_pass: the offload_region at {where} runs eagerly inside a "
                 "torch.compile'd call, usually because of a graph break inside the region "
                 "(Dynamo cannot resume inside one). What that function computes itself is "
@@ -460,6 +275,6 @@ skip_frames(
     EagerRegion.__enter__, EagerRegion.__exit__, _eager_mark.__wrapped__,
     MarkStack.claim, MarkStack.running, MarkStack.push, MarkStack.close_above, MarkStack.pop,
     MarkStack._index, MarkStack._truncate,
-    _enter_bucket, _leave_bucket, _dynamo_running, _warn_once, _forward_for_marks, active_mark_key,
+    _enter_bucket, _leave_bucket, _dynamo_running, warn_once, _forward_for_marks, active_mark_key,
     Mark.__init__, Mark.for_region, Mark.to_custom,
 )

@@ -1,37 +1,28 @@
 """Host memory for offloaded copies: the page-locked host pools.
 
-Takes: a tensor to copy out and, from the rewrite, the host-pool slot it was
-laid out in (a layout key, the pool's size, the slot's offset and size).
-Gives a host tensor of the same sizes and strides for the copy to land in
-(``host_buffer``): a slot of a pool buffer, or a buffer of its own when the
-copy has no slot or the pool cannot be had; and the pools' accounting
-(``host_bytes_held``, ``host_pool_stats``, ``clear_host_pools``). Its state
-lives in ``state.STATE``.
+Takes: a tensor to copy out and, from the rewrite, its host-pool slot (a
+layout key, the pool's size, the slot's offset and size). Gives a host
+tensor of the same sizes and strides for the copy to land in
+(``host_buffer``), and the pools' accounting (``host_bytes_held``,
+``host_pool_stats``, ``clear_host_pools``). Its state lives in ``state.STATE``.
 
-The rewrite lays every copy of a graph with known sizes out in one buffer
-(``pool_bytes``, each slot at ``offset``, aligned), the size the plan asks
-for: PyTorch's pinned allocator rounds each allocation up to a power of two
-(a 96 MiB copy would hold 128 MiB). The buffer is allocated and page-locked
-once (cudaHostRegister, exactly ``pool_bytes``) and reused every step. A slot
-is handed out as a tensor with a storage of its own (the slot's bytes), of
-which the pool keeps a weak reference only, so that the slot is known to be
-free exactly when nothing refers to that storage any more (autograd's saved
-copies, views and bare storage handles included). The slot's bounds within
-its buffer are checked on its first use; each copy's size by ``set_``
-itself. A call that finds its slot still held (two forwards before one
-backward, one graph run for several layers) takes
-the slot in the next buffer of the same layout ("arena"), allocating one if
-none is free: a slot is never written while a copy in it may still be read.
+The rewrite lays a graph's copies out in one buffer of exactly the plan's
+size, page-locked once and reused every step, since PyTorch's pinned
+allocator rounds each allocation up to a power of two. A slot is handed out
+as a tensor with a storage of its own, weakly referenced by the pool, so it
+is free exactly when nothing refers to that storage. A slot still held (two
+forwards before one backward) is taken in the next buffer of that layout
+(an ``Arena``): a slot is never written while a copy in it may be read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from typing import Optional
 
 import torch
 
+from offload_pass.runtime.arena import Arena, expired
 from offload_pass.runtime.state import STATE
 
 __all__ = ["PAGE_BYTES", "extent_bytes", "host_buffer", "host_bytes_held", "host_pool_stats", "clear_host_pools"]
@@ -39,36 +30,6 @@ __all__ = ["PAGE_BYTES", "extent_bytes", "host_buffer", "host_bytes_held", "host
 PAGE_BYTES = 4096
 _CAN_POOL = hasattr(torch._C, "_construct_storage_from_data_pointer")
 _CPU = torch.device("cpu")
-
-
-def _expired(weak_ref: int) -> bool:
-    """Is the storage behind ``weak_ref`` (``UntypedStorage._weak_ref()``) gone?"""
-    return torch.UntypedStorage._expired(weak_ref)
-
-
-@dataclasses.dataclass
-class _Arena:
-    buffer: torch.Tensor  # uint8 host memory: a page more than ``nbytes``, to align ``base``
-    base: int  # the first page boundary in it: the pool's ``nbytes`` start here
-    nbytes: int
-    pinned: bool
-    # offset -> a weak reference to the storage of the copy last handed out
-    # there, and the bytes that copy spans
-    slots: dict[int, tuple[int, int]]
-
-    def bytes_in_use(self) -> int:
-        return sum(n for ref, n in self.slots.values() if not _expired(ref))
-
-    def unregister(self) -> None:
-        """Undo the page-locking and drop the slots' weak references, before
-        the buffer is dropped."""
-        for ref, _ in self.slots.values():
-            torch.UntypedStorage._free_weak_ref(ref)
-        self.slots.clear()
-        if self.pinned:
-            # A copy queued on a stream may still touch the buffer.
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaHostUnregister(self.base)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -119,12 +80,12 @@ def _pool_slot(
     arena, held = None, None
     for candidate in STATE.pools.get((pool, pin), ()):
         held = candidate.slots.get(offset)
-        if held is None or _expired(held[0]):
+        if held is None or expired(held[0]):
             arena = candidate
             break
     if arena is None:
         raw, base = _page_locked(pool_bytes, pin)
-        arena, held = _Arena(raw, base, pool_bytes, pin, {}), None
+        arena, held = Arena(raw, base, pool_bytes, pin, {}), None
         STATE.pools.setdefault((pool, pin), []).append(arena)
     address = arena.base + offset
     nbytes = extent_bytes(x)  # every call: layouts of one key may hold copies of other sizes

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
-if TYPE_CHECKING:
-    from offload_pass.runtime.host_pool import _Arena
+from offload_pass.runtime.arena import Arena
 
 __all__ = ["CopyStreams", "RuntimeState", "STATE", "STAT_KEYS"]
 
@@ -72,8 +71,8 @@ class RuntimeState:
     # release, or a reload whose release never ran). The graph's own
     # reference is not enough: Inductor may hand ``offload`` a copy of the
     # tensor made for the op's exact strides and free it as soon as the op
-    # returns, while the copy still reads it; the allocator then gave its
-    # memory to the next kernel (gradients 11 % off, now and then, on the H200).
+    # returns, while the copy still reads it; the allocator would then give
+    # its memory to the next kernel (wrong gradients, now and then).
     # Kept on the CPU too (nothing in flight there) so that the release counts
     # a temporary the compiler made on either device (``temporary_sources``).
     copy_sources: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
@@ -85,7 +84,7 @@ class RuntimeState:
     # Device index -> its copy streams.
     streams: dict[int, CopyStreams] = dataclasses.field(default_factory=dict)
     # (pool key, pinned) -> arenas of that layout, oldest first.
-    pools: dict[tuple[str, bool], list[_Arena]] = dataclasses.field(default_factory=dict)
+    pools: dict[tuple[str, bool], list[Arena]] = dataclasses.field(default_factory=dict)
     # Pools whose buffer could not be had: their copies are allocated one by
     # one from then on, without trying again on every call.
     unavailable: set[tuple[str, bool]] = dataclasses.field(default_factory=set)
