@@ -16,100 +16,82 @@ from offload_pass.enums import Mode, PassName, ScheduleKind
 __all__ = ["DEFAULT_RELOAD_HEADROOM", "OffloadConfig"]
 
 # OffloadConfig.reload_headroom when None: a share of the bytes offloaded
-# (see the knob's docstring for what it was measured to buy).
+# (the field's comment says what it buys).
 DEFAULT_RELOAD_HEADROOM = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
 class OffloadConfig:
-    """Knobs of the pass. Defaults suit a transformer block on one GPU.
+    """Knobs of the pass, validated on construction. Defaults suit a
+    transformer block on one GPU. Each field's comment says what it does;
+    ``replace`` makes a changed copy, ``cache_key`` names the knobs for the
+    compile cache."""
 
-    min_bytes: saved activations smaller than this stay on device (a copy has a
-        fixed launch cost of a few microseconds; 1 MiB moves in ~20 us at 50 GB/s).
-    pin_memory: copy into pinned host memory (needed for truly async copies).
-    schedule: "cost" (default) places releases and reloads from the cost
-        model (estimated node times, measured copy bandwidth, simulated
-        memory): each release where its copy is predicted to have landed,
-        earlier if holding the tensor would lift the step's predicted peak;
-        each reload just early enough to land before its consumer, later
-        where landing early would lift the predicted peak. "fixed":
-        release ``max_inflight`` copies later, reload ``prefetch`` reloads ahead.
-    prefetch: for ``schedule="fixed"``: how many offloaded tensors (in
-        backward order of first use) the reload of a tensor is issued ahead
-        of; 0 reloads right before first use.
-    prefetch_bytes: for ``schedule="cost"``: an extra bound on the bytes that
-        reloads may hold ahead of their consumers (None: only the predicted
-        peak bounds them). Measured on the H100: bounding it to the largest
-        copy serialised the reloads: 36.0 against 31.6 ms a step (docs/benchmarks.md).
-    reload_headroom: for ``schedule="cost"``: how far the reloads may lift
-        device memory above the ideal peak (``plan.ideal_peak``) so that they
-        start earlier: memory traded for time. Bytes (an int) or a fraction of
-        the bytes the plan offloads (a float in [0, 1]: 0.02 = 2 %, so that
-        the peak gives back at most that share of what offload frees).
-        None (default): 2 % (``DEFAULT_RELOAD_HEADROOM``). Measured on an
-        H200 (docs/benchmarks.md, 2026-11-26): HF Llama with attention and
-        MLP marked, where the backward is copy-bound and its memory stands
-        near the peak throughout, reloads wait for room and the copy stream
-        idles; 2 % took the step from 1.218 to 1.122 x the two-way floor, R
-        from 1.000 to 0.997. Where reloads do not wait for room it changes
-        nothing. 0: none; the step's peak stays the ideal one. mode="auto"
-        and mode="budget" choose their copies under the same bound (and
-        ``prefetch_bytes``), as the rewrite will place the reloads.
-    bandwidth_gbps: host<->device copy bandwidth (GB/s, each direction) for
-        the cost model; None measures it once per device and caches it.
-    measure_kernels: on CUDA, time each extern kernel of the graphs (matmuls,
-        attention, grouped GEMMs, convolutions) once per shape on the device
-        for the step simulator, instead of estimating it from the device
-        profile's peak throughput (planning/kernel_timing.py).
-    keep_if_no_gain: keep a marked tensor on device when offloading it would
-        not lower the step's predicted peak (its copies would cost time and
-        save nothing); the plan says so in its reason.
-    max_inflight: for ``schedule="fixed"``: forward copies allowed in flight;
-        when one more starts, the oldest is released (the compute stream waits for it and its device
-        memory is freed). Bounds device memory held by pending copies.
-    mode: which marked tensors are offloaded. "marked" (default): every one
-        the marks ask for (less what keep_if_no_gain trims). "auto": among
-        them (or among all eligible activations when nothing is marked), the
-        set the cost model predicts frees the most memory at the peak with
-        the step at most ``max_overhead`` slower than without offload.
-        "budget": the set that brings the predicted peak to
-        ``memory_budget`` with the least predicted slowdown.
-    max_overhead: for mode="auto": the allowed predicted slowdown (0.02 = 2 %;
-        ``float("inf")`` allows any). On CUDA the measured step is held
-        to it too: a plan measured over it by more than 1 % of the step (its
-        stalls on copies, and its forward's time past the speed the device
-        ran its backward at) is planned once more (``plan.replan_reason``
-        "overhead").
-    memory_budget: for mode="budget": the peak to reach, in bytes (an int) or
-        as a fraction of the predicted peak without offload (a float in (0, 1]).
-    host_memory_limit: bytes of host memory the offloaded copies may hold at
-        once (None: no cap). Past it a tensor stays on device, with a warning.
-    keep_first_in_backward: the first N offloadable storages in backward order
-        stay on device: their reload would start with the backward, so moving
-        them costs two copies and frees nothing at the peak.
-    disabled_passes: names of passes to skip ("offload" turns the rewrite off
-        while still recording a plan; "host_pool" allocates each host copy on
-        its own from PyTorch's pinned allocator, which rounds every size up to
-        a power of two, instead of laying a call's copies out in one buffer of
-        the plan's size; "invariants" skips the check of the rewritten graphs,
-        invariants.check_rewrite).
-    """
-
+    # Saved activations smaller than this stay on device: a copy has a fixed
+    # launch cost of a few microseconds (1 MiB moves in ~20 us at 50 GB/s).
     min_bytes: int = 1 << 20
+    # Copy into pinned host memory (needed for truly asynchronous copies).
     pin_memory: bool = True
+    # "cost": releases and reloads placed from the cost model (estimated node
+    # times, measured copy bandwidth, simulated memory): each release where
+    # its copy is predicted to have landed, earlier if holding the tensor
+    # would lift the predicted peak; each reload just early enough to land
+    # before its consumer, later where landing early would lift the peak.
+    # "fixed": release ``max_inflight`` copies later, reload ``prefetch`` ahead.
     schedule: ScheduleKind = ScheduleKind.COST
+    # schedule="fixed": how many offloaded tensors (in backward order of first
+    # use) a tensor's reload is issued ahead of; 0 reloads right before use.
     prefetch: int = 1
+    # schedule="cost": an extra bound on the bytes reloads may hold ahead of
+    # their consumers (None: only the predicted peak bounds them). Bounding it
+    # to the largest copy serialises the reloads and slows the step.
     prefetch_bytes: Optional[int] = None
+    # schedule="cost": how far reloads may lift device memory above the ideal
+    # peak (``plan.ideal_peak``) to start earlier: bytes (an int) or a share
+    # of the bytes offloaded (a float in [0, 1]); None: 2 %
+    # (``DEFAULT_RELOAD_HEADROOM``); 0: none. Where the backward is copy-bound
+    # with memory near the peak throughout, reloads otherwise wait for room
+    # while the copy stream idles; elsewhere it changes nothing. mode="auto"
+    # and "budget" choose their copies under the same bounds.
     reload_headroom: Optional[Union[int, float]] = None
+    # Host<->device copy bandwidth (GB/s, each direction) for the cost model;
+    # None measures it once per device and caches it.
     bandwidth_gbps: Optional[float] = None
+    # schedule="fixed": forward copies allowed in flight; when one more
+    # starts, the oldest is released (the compute stream waits for it and its
+    # device memory is freed). Bounds the memory held by pending copies.
     max_inflight: int = 2
+    # Keep a marked tensor on device when offloading it would not lower the
+    # step's predicted peak (its copies would cost time and save nothing).
     keep_if_no_gain: bool = True
+    # On CUDA, time each extern kernel (matmuls, attention, grouped GEMMs,
+    # convolutions) once per shape for the step simulator, instead of
+    # estimating it from the device's peak throughput (planning/kernel_timing.py).
     measure_kernels: bool = True
+    # The first N offloadable storages in backward order stay on device: their
+    # reload would start with the backward, so moving them frees nothing.
     keep_first_in_backward: int = 0
+    # Which marked tensors are offloaded. "marked": every one the marks ask
+    # for (less what keep_if_no_gain trims). "auto": among them (or among all
+    # eligible activations when nothing is marked), the set predicted to free
+    # the most memory at the peak with the step at most ``max_overhead``
+    # slower. "budget": the set that brings the predicted peak to
+    # ``memory_budget`` with the least predicted slowdown.
     mode: Mode = Mode.MARKED
+    # mode="auto": the allowed predicted slowdown (0.02 = 2 %; inf: any). On
+    # CUDA the measured step is held to it too: a plan measured over it by
+    # more than 1 % of the step is planned once more (replan reason "overhead").
     max_overhead: float = 0.02
+    # mode="budget": the peak to reach, in bytes (an int) or as a fraction of
+    # the predicted peak without offload (a float in (0, 1]).
     memory_budget: Optional[Union[int, float]] = None
+    # Bytes of host memory the offloaded copies may hold at once (None: no
+    # cap). Past it a tensor stays on device, with a warning.
     host_memory_limit: Optional[int] = None
+    # Passes to skip: "offload" turns the rewrite off while still recording a
+    # plan; "host_pool" allocates each host copy on its own from PyTorch's
+    # pinned allocator (which rounds sizes up to a power of two) instead of
+    # one buffer of the plan's size; "invariants" skips the rewrite's check.
     disabled_passes: tuple[PassName, ...] = ()
 
     def __post_init__(self) -> None:

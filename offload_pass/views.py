@@ -7,13 +7,11 @@ from its storage root), and ``retrace_view_vals``, which makes every view's
 fake value agree with that replay.
 
 Why replay instead of reading ``meta["val"]``: Inductor's joint-graph pattern
-matcher (``register_replacement``, e.g. the attention -> SDPA patterns) traces
-its replacement on inputs rebuilt with ``torch.empty_strided(size, stride)``,
-fresh storages at offset 0, and copies those fake values onto the nodes it
-inserts. The q / k / v views it saves for backward then claim storage offset
-0 although they lie at offsets 0, 16 and 32 of one ``addmm`` output; a view
-rebuilt from such a value reads the wrong elements (a wrong gradient, and no
-error). The graph's structure is right, so the geometry is replayed from it.
+matcher traces its replacements on fresh storages at offset 0 and copies
+those fake values onto the nodes it inserts, so a saved q / k / v view can
+claim offset 0 while it lies further into one ``addmm`` output; a view rebuilt
+from such a value reads the wrong elements, without an error. The graph's
+structure is right, so the geometry is replayed from it.
 """
 
 from __future__ import annotations

@@ -158,9 +158,8 @@ def test_compiled_forward_saves_fc1_act_fc2():
 
 
 def test_fused_mlp_has_flop_counts_for_the_cost_model():
-    # Without a formula the cost model sees the fused MLP as free and issues
-    # its reloads too late (measured on the H100: 4.4 ms predicted for a
-    # 10.7 ms forward).
+    # Without a formula the cost model sees the fused MLP as free, predicts
+    # a forward far shorter than it is, and issues its reloads too late.
     from torch.utils.flop_counter import FlopCounterMode
 
     x, w1, w2 = torch.randn(64, 32), torch.randn(4, 32, 128), torch.randn(4, 64, 32)

@@ -1,9 +1,8 @@
 """A reloaded tensor is compiled as aligned as the tensor it stands for
 (offload_pass/rewriting/reload_alignment.py): Inductor took every reload for
 unaligned, its input being a CPU tensor, and compiled the kernels reading it
-without their alignment hints (on the H200: other code, gradients 1e-12 to
-3e-8 off plain Inductor's on HF OPT and BERT with dropout). Read off the
-generated code, where Inductor asserts an alignment it assumes."""
+without their alignment hints (other code, gradients off plain Inductor's).
+Read off the generated code, where Inductor asserts an alignment it assumes."""
 
 from __future__ import annotations
 

@@ -13,13 +13,11 @@ each also through ops that only mask, cast or view it (``where``, dtype
 conversions, views: Hugging Face masks padding rows around each matmul),
 
 with the matmul that makes each one so. A second-layer matmul is one whose
-input is computed, inside the same module, from other matmuls of that module
-(the first layer): Hugging Face's grouped_mm experts (one ``_grouped_mm`` for
-gate and up, one for down), a torchtitan-style block (w1 and w3, SiLU-gated,
-then w2) and a dense gated MLP all have this shape. Fused ops registered with
-``register_saved_roles`` (this package's ``GroupedMLP``) are attributed by the
-registry instead; ops are keyed by the structure here, not by op and position,
-because both expert matmuls are the same op.
+input is computed, inside the same module, from the module's other matmuls:
+Hugging Face's grouped_mm experts, a torchtitan-style SiLU-gated block and a
+dense gated MLP all have this shape. The structure decides, not the op and
+position (both layers are the same op); fused ops registered with
+``register_saved_roles`` are attributed by the registry instead.
 """
 
 from __future__ import annotations

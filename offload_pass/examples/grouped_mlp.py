@@ -11,9 +11,7 @@ implementation so torch.compile traces them as single nodes:
 - ``grouped_mlp_fwd(x, w1, w2, tokens_per_expert, activation)
   -> (out, act_input, fc2_input)``: per expert, ``act_input = x_e @ w1[e]``,
   ``fc2_input = activation(act_input)``, ``out = fc2_input_e @ w2[e]``.
-- ``grouped_mlp_bwd(grad_out, x, act_input, fc2_input, w1, w2,
-  tokens_per_expert, activation) -> (grad_x, grad_w1, grad_w2)``: hand-written
-  math, no autograd inside.
+- ``grouped_mlp_bwd(...) -> (grad_x, grad_w1, grad_w2)``: hand-written math.
 
 The forward's autograd saves x (input 0, role ``fc1``), act_input (output 1,
 role ``act``) and fc2_input (output 2, role ``fc2``) plus the weights, so a
@@ -24,14 +22,10 @@ Also: ``GroupedMLP`` (the module), ``grouped_mlp_reference`` (plain
 differentiable torch ops, for tests) and ``MoEBlock`` (projection, fixed
 round-robin routing, experts, residual).
 
-``tokens_per_expert`` is an ``int[]`` (``SymInt[]``) argument of the ops, not
-a tensor. The counts decide how the kernels split ``x``, so a tensor would need
-a device->host sync (``.tolist()``) that Dynamo cannot trace without a graph
-break, and it would become one more saved tensor. Python ints trace cleanly:
-Dynamo guards on them (or turns them into SymInts), and only the shapes, never
-the counts, determine the fake outputs. The price is that the counts must be
-known on the host when the op is called; ``MoEBlock`` derives them from the
-static token count and expert count.
+``tokens_per_expert`` is an ``int[]`` argument, not a tensor: as a tensor the
+kernels would need a device->host sync that Dynamo cannot trace without a
+graph break, and it would be one more saved tensor. The counts must then be
+known on the host; ``MoEBlock`` derives them from static shapes.
 """
 
 from __future__ import annotations

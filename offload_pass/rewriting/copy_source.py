@@ -1,49 +1,19 @@
-"""Stage 4, rewriting, as Inductor lowers it: ``offload`` copies the buffer the graph keeps.
+"""Rewriting, as Inductor lowers it: ``offload`` copies the buffer the graph keeps.
 
-Takes: Inductor's lowering of an ``offload_pass.offload`` node (the op's own
-fallback lowering with a layout constraint, registered on import). Gives: the
-op's input realized as the one buffer the tensor's other users read (the
-consumers in the forward, the ``release``), in the layout Inductor fixed for
-it where that is dense (a convolution's output laid out channels last), else
-with the strides of its fake value; the host copy, a graph output, has the
-layout of what ``offload`` read.
+Takes: Inductor's lowering of an ``offload_pass.offload`` node (registered on
+import). Gives: the op's input realized as the one buffer its other users
+read, in the layout Inductor fixed for it where that is dense, else with its
+fake value's strides; the host copy has the layout of what ``offload`` read.
 
-Why: with PyTorch's ``needs_exact_strides`` tag (this package's first way),
-Inductor met the exact strides on a value it had not realized yet by a copy
-of its own: the fused kernel stored the value twice, ``offload`` read the
-copy and the graph freed that copy as soon as the op returned, while the
-asynchronous copy still read it (the test decoder's gelu outputs on the
-H200: gradients 11 % off now and then, until the runtime held the source,
-``runtime.ops``'s ``copy_sources``). Realized first, the value is one buffer:
-no second store, no second copy of the tensor alive until the release (the
-memory timeline counts one), and the release's wait guards the buffer the
-copy reads. Where a copy is still needed (a view no strides can express, an
-expanded tensor), Inductor makes it, and the runtime holds it until its copy
-landed.
-
-A dense layout other than the traced one is copied as it is, where the host
-copy stands for its source alone (the rewrite says so, ``LAYOUT_FREE_KEY``: a
-copy the backward rebuilds views from by their traced strides must hold the
-traced layout, or the views read other elements): Inductor's
-layout optimization (on whenever a graph has a convolution on the CPU, on
-convolution-heavy graphs on the GPU) fixes convolution outputs channels last,
-and holding them to their traced strides cost a device copy of each before
-its offload (ResNet-18 on the H200: 9 of its 16 copies). The host copy's fake
-value takes that layout, since Inductor lays a graph output out as its fake
-value, and AOTAutograd compiles the backward for the strides the forward's
-outputs have, so the reload comes back in it too, as the kept tensor would.
-
-And the host copy keeps the strides ``offload`` gave it: Inductor lays a 4-D
-output among the nodes its layout optimization prefers channels last for (the
-nodes that feed a convolution, and those that follow one up to the graph's
-last convolution, their users included) out channels last, by a copy of its
-own. For the host copy that copy was a CPU kernel reading the page-locked
-buffer before the device->host copy landed, and the release was handed the
-copy (it refuses one: the runtime check in ``runtime.ops``). So the node is
-taken out of that set as it is lowered (Hugging Face Mamba, whose scan saves
-4-D tensors between its layers' conv1d; any network with two convolutions on
-the CPU). ``release``, ``reload`` and ``wait_reload`` take their tensors in
-the layout they have for the same reason (their ``flexible_layout`` tag).
+Why: met by a copy of Inductor's own, exact strides let the graph free that
+copy while the asynchronous copy still read it; realized first, the value is
+one buffer that the release's wait guards. A dense layout other than the
+traced one (convolution outputs channels last) is copied as it is where the
+host copy stands for its source alone (``LAYOUT_FREE_KEY``), saving a device
+copy per offload. The host copy keeps its strides, or Inductor's layout
+optimization would copy it on the CPU while its device->host copy lands;
+``release``, ``reload`` and ``wait_reload`` take their layouts as they come
+(``flexible_layout``) for the same reason.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
 """Invariants of a rewrite, checked after every rewrite (like ``graph.lint()``).
 
-Takes: the forward and backward graph modules as the rewrite left them (its
-nodes carry ``CREATED_BY_KEY``; a rebuilt view names the saved tensor it stands
-for under ``REPLACES_KEY``). Gives: nothing, or an ``OffloadInvariantError``
-naming the node that breaks one of:
+Takes: the forward and backward graph modules as the rewrite left them
+(``CREATED_BY_KEY`` on its nodes, ``REPLACES_KEY`` on a rebuilt view). Gives:
+nothing, or an ``OffloadInvariantError`` naming the node that breaks one of:
 
-1. every rebuilt view has exactly the size, stride, storage offset and dtype
-   of the saved tensor it replaces, replayed along that tensor's view chain
-   in the forward graph (``views.view_geometry``), not read from fake values
-   that a pattern replacement may have left wrong;
-2. every reload is waited on before any consumer reads it (or a view of it);
-3. a host copy is read by reloads only, never by a backward op directly;
+1. every rebuilt view has the size, stride, storage offset and dtype of the
+   saved tensor it replaces, replayed along that tensor's view chain
+   (``views.view_geometry``), not read from fake values;
+2. every reload is waited on before any consumer reads it;
+3. a host copy is read by reloads only;
 4. no release before its copy is issued nor before the last forward read of
    any alias of the storage it frees;
-5. host-pool slots of one graph never overlap and each is large enough for its
-   copy (a slot is reused only by a later call, after its last reload: the
-   runtime's part).
+5. host-pool slots of one graph never overlap and each fits its copy.
 
-Cheap: one walk over each graph. ``disabled_passes=("invariants",)`` skips it.
+One walk over each graph; ``disabled_passes=("invariants",)`` skips it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
-"""Stage 4, rewriting, its last step: the rewritten order holds in Inductor's kernels.
+"""Rewriting, its last step: the rewritten order holds in Inductor's kernels.
 
 Takes: Inductor's scheduler nodes after fusion (its ``_post_fusion_custom_pass``
 hook). Gives: the same nodes in the graph's order wherever the dependencies
 allow, when the graph holds this package's runtime ops; any other graph's
 nodes unchanged.
 
-Why: after fusing, Inductor sorts fused kernels by their earliest member and
-then places each kernel's inputs ahead of it, depth first, in the order of
-their buffer names. A kernel that fuses a node before a reload with one far
-after it (two RMSNorm weight-gradient sums that read the same input, about 50
-nodes apart) then pulls everything the late member needs (matmuls, the
-attention backward, the wait) ahead of the compute the rewrite put between
-the reload and its wait: on an H200 the decoder's first layer waited 0.6 ms
-per step for a copy the plan gave four matmuls of lead, and
-``benchmarks/reload_lead.py`` shows it on the CPU (layer 0 of a 3-layer
-decoder, all three reloads). A stable order instead places each kernel
-once all its inputs are done, ties broken by the graph's order: a spanning
-kernel waits for its late member, and everything else stays where the
-rewrite (and the step simulator that chose it) put it.
+Why: after fusing, Inductor places each kernel's inputs ahead of it, depth
+first. A kernel that fuses a node before a reload with one far after it then
+pulls everything its late member needs ahead of the compute the rewrite put
+between the reload and its wait, and the wait stalls on a copy the plan gave
+ample lead (``benchmarks/reload_lead.py`` shows it on the CPU). A stable
+order places each kernel once all its inputs are done, ties broken by the
+graph's order, so everything stays where the rewrite and the step simulator
+put it.
 """
 
 from __future__ import annotations

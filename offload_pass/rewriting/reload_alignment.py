@@ -1,23 +1,17 @@
-"""Stage 4, rewriting, as Inductor lowers it: a reload is as aligned as the tensor it stands for.
+"""Rewriting, as Inductor lowers it: a reload is as aligned as the tensor it stands for.
 
 Takes: Inductor's lowering of an ``offload_pass.reload`` node (the op's own
 fallback lowering, registered on import). Gives: the reloaded buffer left out
 of Inductor's unaligned buffers wherever its fake value is 16-byte aligned,
-so the kernels that read it are compiled as plain Inductor compiles the
-kernels that read the saved tensor itself.
+so the kernels that read it compile as the kernels that read the kept tensor.
 
-Why: Inductor counts a fallback op's output unaligned when any of its tensor
-inputs is, and counts every CPU graph input unaligned (it only tracks
-alignment on the GPU). A reload's input is the host copy, a CPU input of the
-backward graph, so every reloaded tensor was taken for unaligned: the Triton
-kernels reading it lost their ``tt.divisibility`` hints, and with them their
-vectorized loads and the layout their reductions sum in. Gradients on the
-H200 (torch 2.11, deterministic kernels) drifted 1e-12 to 3e-8 from plain
-Inductor's on HF OPT and BERT with dropout (the softmax and layer-norm
-backward read reloads). The reload allocates its output itself, ``align``
-elements into a fresh storage (``runtime.ops._reload_buffer``), so its fake
-value's offset is the truth; Inductor asserts it at run time
-(``assert_alignment`` in the generated code) wherever it assumes it.
+Why: Inductor counts a fallback op's output unaligned when any tensor input
+is, and every CPU graph input is; the reload's input is the host copy, so
+its kernels would lose their alignment hints, their vectorized loads and the
+order their reductions sum in, and gradients would drift from plain
+Inductor's. The reload allocates its output aligned itself
+(``runtime.ops._reload_buffer``), and Inductor asserts the alignment at run
+time wherever it assumes it.
 """
 
 from __future__ import annotations

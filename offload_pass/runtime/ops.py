@@ -1,37 +1,24 @@
 """Runtime ops that the rewritten graphs call.
 
 Takes: tensors from the compiled forward / backward graphs. Gives four
-``torch.library`` custom ops in the ``offload_pass`` namespace, each with a fake
-implementation so Inductor can trace and schedule them:
+``torch.library`` custom ops in the ``offload_pass`` namespace (``OPS``), each
+with a fake implementation so Inductor can trace and schedule them:
 
-- ``offload(x, pin_memory, host_limit, pool, pool_bytes, offset, slot_bytes) -> host``:
-  device->host copy of ``x`` on the device->host stream, into its slot of the
-  graph's host pool (one page-locked buffer the size the plan asked for,
-  reused every step; see ``host_pool.py``); records a completion event. If
-  host memory cannot be had (allocation failure, or the cap reached), a
-  device copy stands in, with one warning: slower, never wrong.
-- ``release(x, host!)``: the compute stream waits for that event. It is the last
-  use of ``x`` in the forward graph, so the graph frees ``x`` right after it, and
-  the wait makes that reuse safe without ``record_stream``. The tensor the
-  copy reads is held until then too, whatever the graph does with it (the
-  compiler may hand ``offload`` a temporary copy of ``x`` and free it when
-  ``offload`` returns: ``STATE.copy_sources``). Declared as
-  mutating ``host`` (not ``x``: see the op), and it raises if ``host`` is not
-  the tensor an ``offload`` returned (a copy the compiler made in between).
-- ``reload(host) -> x``: host->device copy on the host->device stream into memory
-  allocated on the compute stream (after the copy-out of ``host`` completed).
-- ``wait_reload(x!)``: the compute stream waits for the reload; placed right
-  before the first consumer, which reads ``x`` after this "mutation" and so can
-  never be scheduled before it.
+- ``offload(x, ...) -> host``: device->host copy of ``x`` on the copy stream
+  into its host-pool slot; records a completion event. Without host memory
+  a device copy stands in, with one warning: slower, never wrong.
+- ``release(x, host!)``: the compute stream waits for that event; as the last
+  use of ``x`` in the forward, it makes freeing ``x`` safe without
+  ``record_stream``. The tensor the copy reads is held until then
+  (``STATE.copy_sources``); a ``host`` no ``offload`` returned is an error.
+- ``reload(host) -> x``: host->device copy into memory allocated on the
+  compute stream.
+- ``wait_reload(x!)``: the compute stream waits for the reload; as a
+  "mutation" of ``x`` before its first consumer, it is never scheduled after.
 
-On CPU tensors the same ops run synchronously into separate buffers, so CPU
-tests execute the real rewritten graphs. A tensor whose elements share memory
-(an ``expand``) is copied as its flat extent: the same bytes, each once.
-
-Also gives the copy counters (``stats``, ``reset_stats``), the copy streams
-(``streams_for``), the events not yet consumed (``pending_events``) and
-``OPS``, the op overloads by name, which the rewrite inserts. Its state (events,
-streams, counters) lives in ``state.STATE``.
+On CPU tensors the ops run synchronously, so CPU tests execute the real
+rewritten graphs. Also gives ``stats``, ``reset_stats``, ``streams_for`` and
+``pending_events``; the state lives in ``state.STATE``.
 """
 
 from __future__ import annotations
@@ -305,7 +292,7 @@ def _reload(host: torch.Tensor, device: torch.device, align: int = 0) -> torch.T
         return out
     streams = _device_streams(out.get_device())
     # A reload must never read a host buffer whose copy-out is still running
-    # (Megatron-LM #7398 silently corrupted gradients this way). The forward's
+    # (it would silently corrupt the gradients). The forward's
     # release already ordered the compute stream after it; this covers a
     # copy-out whose release never ran.
     address = host.data_ptr()
