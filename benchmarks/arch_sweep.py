@@ -139,7 +139,7 @@ def _header(args: argparse.Namespace) -> dict:
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
-            "transformers": transformers.__version__, "commit": commit, "offload_pass": offload_pass.__file__,
+            "transformers": transformers.__version__, "commit": commit,
             "date": time.strftime("%Y-%m-%d", time.gmtime()), "args": vars(args)}
 
 
