@@ -68,7 +68,7 @@ import host_load  # noqa: E402
 import offload_pass
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.compile_caches import graph_caches_off
-from offload_pass.compiled_graph import first_plain_call
+from offload_pass.feedback.schedule import first_plain_call
 from offload_pass.planning.cost_model import device_profile
 
 

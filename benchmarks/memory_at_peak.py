@@ -36,7 +36,7 @@ import torch
 
 import offload_pass
 import offload_pass.backend as backend_module
-from offload_pass import compiled_graph
+from offload_pass.feedback import schedule as compiled_graph
 from offload_pass.examples.models import make_decoder, make_moe
 from offload_pass.planning.timeline import simulate_step
 

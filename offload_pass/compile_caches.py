@@ -8,11 +8,10 @@ shapes) and points Inductor's kernel cache at the directory.
 Why not ``torch._inductor.config.force_disable_caches``: it also gives every
 compile a fresh kernel cache, so each compile builds every kernel again
 (cc1plus on the CPU, Triton on CUDA), although a kernel is keyed by its
-source and compiler flags and a hit is the very binary a build would give.
-The tests' CI took an hour that way, most of it rebuilding the same small
-kernels test after test. A graph cache is what may not be hit: a warm one
-would skip the partitioner, so a test or a benchmark variant would see
-another compile's plan (PyTorch's own offloading pass runs as a joint-graph
+source and compiler flags and a hit is the very binary a build would give
+(the tests would build the same small kernels test after test). A graph
+cache is what may not be hit: a warm one would skip the partitioner, so a
+test or a benchmark variant would see another compile's plan (PyTorch's own offloading pass runs as a joint-graph
 pre-pass, which the FX graph cache does not key on). Not part of the
 pipeline: ``tests/conftest.py``, the ranks of ``tests/test_distributed.py``
 and ``benchmarks/bench_offload.py`` call it before their first compile.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CopyKind", "Decision", "Mode", "PassName", "ReplanReason", "SavedKind", "ScheduleKind", "Word"]
+__all__ = [
+    "CopyKind", "Decision", "Mode", "NoteCode", "PassName", "ReplanReason", "SavedKind", "ScheduleKind", "Word",
+]
 
 
 class Word(str, enum.Enum):
@@ -61,7 +63,7 @@ class PassName(Word):
     HOST_POOL = "host_pool"  # one host buffer per call; off, each copy allocated alone
     INVARIANTS = "invariants"  # the check of the rewritten graphs
     RECOMPUTE = "recompute"  # mode="budget": recompute where offload alone cannot reach the budget
-    CALIBRATE = "calibrate"  # on CUDA: measure three calls from call 2, plan again where the prediction was off or a budget missed
+    CALIBRATE = "calibrate"  # on CUDA: the feedback loop (measure calls, plan again where a promise or prediction missed)
 
 
 class Decision(Word):
@@ -91,7 +93,7 @@ class SavedKind(Word):
 
 
 class ReplanReason(Word):
-    """Why a graph was planned once more on the device (compiled_graph.py);
+    """Why a graph was planned once more on the device (feedback/policy.py);
     each at most once per graph."""
 
     PREDICTION = "prediction"  # the predicted step or peak off by more than REPLAN_TOLERANCE, or the stalls by STALL_TOLERANCE (first re-plan only)
@@ -99,3 +101,12 @@ class ReplanReason(Word):
     OVERHEAD = "overhead"  # mode="auto": the measured step is over max_overhead (+ STALL_TOLERANCE)
     ROOM = "room"  # mode="auto": measured under max_overhead by more than ROOM_MARGIN, with copies left to choose
     PEAK = "peak"  # a re-plan's own peak off its prediction by more than REPLAN_TOLERANCE (second re-plan only)
+
+
+class NoteCode(Word):
+    """What a search pass of the pipeline did to the selection (pipeline/notes.py renders each)."""
+
+    RECOMPUTE = "recompute"  # mode="budget": partitions tried per activation_memory_budget, one kept
+    AUTO_PREFIX = "auto_prefix"  # mode="auto": the longest prefix of the selection predicted within the limit
+    AUTO_WITHIN_SHARE = "auto_within_share"  # mode="auto": the selection's choice within a share of the limit
+    MEASURED_FLOOR = "measured_floor"  # mode="auto": a set of copies measured within max_overhead runs instead

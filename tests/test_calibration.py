@@ -1,7 +1,7 @@
 """The step simulator held to the device: calls 12-14 measured, one re-plan.
 
 The fit is a pure function (calibration.fit_calibration) over a simulator
-handed in. The backend's wiring (compiled_graph.py) runs on CUDA only; here
+handed in. The backend's wiring (schedule.py) runs on CUDA only; here
 it runs on the CPU with the device measurement replaced by fixed figures,
 which is what the wiring consumes: the checks below are on what it does
 with them (a second record planned under the fitted calibration, a
@@ -20,14 +20,19 @@ import torch
 
 import offload_pass
 from offload_pass import backend as backend_module
-from offload_pass import compiled_graph
+from offload_pass.feedback import loop, memory, recompile, replan, schedule
 from offload_pass.examples.models import make_decoder
 from offload_pass.enums import ReplanReason
-from offload_pass.planning.calibration import (
-    Calibration, MeasuredCall, MeasuredSet, OVERHEAD_NOISE, PHASE_SPEED_TOLERANCE, REPLAN_TOLERANCE, STALL_TOLERANCE,
-    check_prediction, choose_fallback, fit_calibration, measured_floor, median_call, overhead_allowed,
-    overhead_as_measured, pair_ratios, predicts_alike, replan_reason, room_margin,
+from offload_pass.feedback.check import (
+    PHASE_SPEED_TOLERANCE, REPLAN_TOLERANCE, STALL_TOLERANCE, MeasuredCall, check_prediction, median_call, pair_ratios,
+    predicts_alike,
 )
+from offload_pass.feedback.fit import fit_calibration
+from offload_pass.feedback.memory import MeasuredSet, measured_floor
+from offload_pass.feedback.policy import (
+    OVERHEAD_NOISE, choose_fallback, overhead_as_measured, replan_reason, room_margin,
+)
+from offload_pass.planning.calibration import Calibration, overhead_allowed
 from offload_pass.planning.recompute import RECOMPUTE_LEVELS
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.registry import REGISTRY
@@ -835,13 +840,13 @@ class _Measured:
 
 @pytest.fixture(autouse=True)
 def measured_from_call_sixteen(monkeypatch):
-    monkeypatch.setattr(compiled_graph, "FIRST_MEASURED_CALL", FIRST_MEASURED)
-    monkeypatch.setattr(compiled_graph, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
-    monkeypatch.setattr(compiled_graph, "SETTLING_CALLS", SETTLING_CALLS)
+    monkeypatch.setattr(schedule, "FIRST_MEASURED_CALL", FIRST_MEASURED)
+    monkeypatch.setattr(schedule, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
+    monkeypatch.setattr(schedule, "SETTLING_CALLS", SETTLING_CALLS)
 
 
 # Plain Inductor's compile as the backend makes it (mode="auto"'s reference).
-COMPILE_PLAIN = backend_module._compile_plain
+COMPILE_PLAIN = recompile.compile_plain
 
 
 def _plain_eager(pristine, patches, inputs):
@@ -849,7 +854,7 @@ def _plain_eager(pristine, patches, inputs):
     it: Dynamo's graph run eagerly (the same values; its calls are measured
     by the fixed figures like the plan's). A CPU compile with the caches
     off took about 40 s per test."""
-    graph = compiled_graph.graph_copy(pristine)
+    graph = recompile.graph_copy(pristine)
 
     def run(*args):
         # Called as the plan's compiled function is: one list where Dynamo boxes the inputs.
@@ -863,8 +868,8 @@ def device_measured(monkeypatch):
     (plain Inductor's compile replaced by ``_plain_eager``; the test of the
     plain measurement itself compiles it)."""
     monkeypatch.setattr(backend_module, "_cuda_device", lambda inputs: torch.device("cpu"))
-    monkeypatch.setattr(backend_module, "_compile_plain", _plain_eager)
-    monkeypatch.setattr(compiled_graph, "CallMeasurement", _Measured)
+    monkeypatch.setattr(recompile, "compile_plain", _plain_eager)
+    monkeypatch.setattr(loop, "CallMeasurement", _Measured)
     monkeypatch.setattr(_Measured, "previous_calls", [])
     monkeypatch.setattr(_Measured, "plain_calls", [])
     monkeypatch.setattr(_Measured, "plain_figures", _Measured.plain_figures)
@@ -881,12 +886,12 @@ INPUTS = (torch.randn(8, 128, 32),)
 # The calls measured here (16, 17, 18), and the call at which their plan is
 # checked and, where off, planned again (19): the step counts below follow
 # from them. The default waits for the device's clock to settle (call 40 on,
-# compiled_graph.FIRST_MEASURED_CALL); what these tests check does not
+# schedule.FIRST_MEASURED_CALL); what these tests check does not
 # depend on which call comes first, and 40 would make each of them run
 # twice as many steps. 16: mode="auto"'s turns start after the call that
 # compiles plain Inductor's graph (below).
 FIRST_MEASURED = 16
-MEASURED = tuple(range(FIRST_MEASURED, FIRST_MEASURED + compiled_graph.MEASURED_CALLS))
+MEASURED = tuple(range(FIRST_MEASURED, FIRST_MEASURED + schedule.MEASURED_CALLS))
 CHECKED = MEASURED[-1] + 1
 # mode="auto" runs plain Inductor's graph and the plan in blocks, in turns
 # (plain, plan, plan, plain, repeated), over the calls up to the plan's last
@@ -898,19 +903,19 @@ CHECKED = MEASURED[-1] + 1
 # 14, 16 are measured; checked at the same call.
 TURN_BLOCK_CALLS, SETTLING_CALLS = 2, 1
 _DEFAULT_TURNS = {
-    name: getattr(compiled_graph, name) for name in ("FIRST_MEASURED_CALL", "TURN_BLOCK_CALLS", "SETTLING_CALLS")
+    name: getattr(schedule, name) for name in ("FIRST_MEASURED_CALL", "TURN_BLOCK_CALLS", "SETTLING_CALLS")
 }
 with pytest.MonkeyPatch.context() as _patch:
-    _patch.setattr(compiled_graph, "FIRST_MEASURED_CALL", FIRST_MEASURED)
-    _patch.setattr(compiled_graph, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
-    _patch.setattr(compiled_graph, "SETTLING_CALLS", SETTLING_CALLS)
-    PLAIN_MEASURED = tuple(compiled_graph.plain_measured_calls())
-    MEASURED_BESIDE_PLAIN = tuple(compiled_graph.plan_measured_calls())
-    PLAIN_RUNS = tuple(compiled_graph.plain_calls())
-    FIRST_TURN = compiled_graph.first_plain_call()
+    _patch.setattr(schedule, "FIRST_MEASURED_CALL", FIRST_MEASURED)
+    _patch.setattr(schedule, "TURN_BLOCK_CALLS", TURN_BLOCK_CALLS)
+    _patch.setattr(schedule, "SETTLING_CALLS", SETTLING_CALLS)
+    PLAIN_MEASURED = tuple(schedule.plain_measured_calls())
+    MEASURED_BESIDE_PLAIN = tuple(schedule.plan_measured_calls())
+    PLAIN_RUNS = tuple(schedule.plain_calls())
+    FIRST_TURN = schedule.first_plain_call()
 assert PLAIN_MEASURED == (4, 10, 12, 18) and MEASURED_BESIDE_PLAIN == (6, 8, 14, 16)
 assert PLAIN_RUNS == (3, 4, 9, 10, 11, 12, 17, 18)
-assert FIRST_TURN > compiled_graph.PLAIN_COMPILE_CALL
+assert FIRST_TURN > schedule.PLAIN_COMPILE_CALL
 
 
 def _median_of(calls):
@@ -927,14 +932,14 @@ def test_auto_measures_each_graph_in_blocks_of_its_own(monkeypatch):
     # after the other graph's ran at the clock that one left (an H200:
     # plain Inductor 30.4-31.3 ms a call after a plan's, 31.5-31.9 alone).
     for name, value in _DEFAULT_TURNS.items():
-        monkeypatch.setattr(compiled_graph, name, value)
-    assert compiled_graph.first_plain_call() == 11
-    assert compiled_graph.plain_calls() == [*range(11, 15), *range(23, 31), *range(39, 43)]
-    plain, plan = compiled_graph.plain_measured_calls(), compiled_graph.plan_measured_calls()
+        monkeypatch.setattr(schedule, name, value)
+    assert schedule.first_plain_call() == 11
+    assert schedule.plain_calls() == [*range(11, 15), *range(23, 31), *range(39, 43)]
+    plain, plan = schedule.plain_measured_calls(), schedule.plan_measured_calls()
     assert plain == [13, 14, 25, 26, 29, 30, 41, 42] and plan == [17, 18, 21, 22, 33, 34, 37, 38]
-    assert len(plain) == len(plan) == compiled_graph.measured_in_turns()
+    assert len(plain) == len(plan) == schedule.measured_in_turns()
     # The turns end where the plan's calls are measured otherwise (40-42).
-    assert compiled_graph.plain_calls()[-1] == compiled_graph.FIRST_MEASURED_CALL + compiled_graph.MEASURED_CALLS - 1
+    assert schedule.plain_calls()[-1] == schedule.FIRST_MEASURED_CALL + schedule.MEASURED_CALLS - 1
     # Neither graph favoured by a clock drifting steadily: the same mean
     # call; the k-th measured of each in adjacent blocks (a pair), plain
     # Inductor's block first in half the pairs.
@@ -943,10 +948,10 @@ def test_auto_measures_each_graph_in_blocks_of_its_own(monkeypatch):
     assert all(abs(a - b) == 1 for a, b in zip(*block))
     assert sum(a < b for a, b in zip(*block)) == len(plain) // 2
     # Measured: the calls after the first two of their block, none outside the turns.
-    turns = range(compiled_graph.turn_calls())
-    assert [t for t in turns if compiled_graph.measured_in_turn(t)] == [c - 11 for c in sorted(plain + plan)]
-    assert not compiled_graph.measured_in_turn(-1) and not compiled_graph.measured_in_turn(32)
-    assert compiled_graph._call_ranges(compiled_graph.plain_calls()) == "11-14, 23-30, 39-42"
+    turns = range(schedule.turn_calls())
+    assert [t for t in turns if schedule.measured_in_turn(t)] == [c - 11 for c in sorted(plain + plan)]
+    assert not schedule.measured_in_turn(-1) and not schedule.measured_in_turn(32)
+    assert schedule.call_ranges(schedule.plain_calls()) == "11-14, 23-30, 39-42"
 
 
 def _nothing_marked(model):
@@ -1175,16 +1180,16 @@ def test_a_calibration_is_carried_only_to_the_same_graph_inputs_and_settings():
         return gm
 
     x = torch.randn(4, 8)
-    key = compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, True))
-    assert key == compiled_graph.graph_key(graph(2.0), [x.clone()], torch.device("cpu"), (None, True, True))
+    key = memory.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, True))
+    assert key == memory.graph_key(graph(2.0), [x.clone()], torch.device("cpu"), (None, True, True))
     others = [
-        compiled_graph.graph_key(graph(3.0), [x], torch.device("cpu"), (None, True, True)),
-        compiled_graph.graph_key(graph(2.0), [torch.randn(4, 9)], torch.device("cpu"), (None, True, True)),
-        compiled_graph.graph_key(graph(2.0), [x.t()], torch.device("cpu"), (None, True, True)),
-        compiled_graph.graph_key(graph(2.0), [x.double()], torch.device("cpu"), (None, True, True)),
-        compiled_graph.graph_key(graph(2.0), [x.detach().requires_grad_(True)], torch.device("cpu"), (None, True, True)),
-        compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (30.0, True, True)),
-        compiled_graph.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, False)),
+        memory.graph_key(graph(3.0), [x], torch.device("cpu"), (None, True, True)),
+        memory.graph_key(graph(2.0), [torch.randn(4, 9)], torch.device("cpu"), (None, True, True)),
+        memory.graph_key(graph(2.0), [x.t()], torch.device("cpu"), (None, True, True)),
+        memory.graph_key(graph(2.0), [x.double()], torch.device("cpu"), (None, True, True)),
+        memory.graph_key(graph(2.0), [x.detach().requires_grad_(True)], torch.device("cpu"), (None, True, True)),
+        memory.graph_key(graph(2.0), [x], torch.device("cpu"), (30.0, True, True)),
+        memory.graph_key(graph(2.0), [x], torch.device("cpu"), (None, True, False)),
     ]
     assert key not in others and len(set(others)) == len(others)
     assert offload_pass.OffloadConfig(bandwidth_gbps=30.0).simulator_settings() == (30.0, True, True, False)
@@ -1323,7 +1328,7 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
             return compiled(*args, **kwargs)
         return run
 
-    monkeypatch.setattr(backend_module, "_compile_plain", counted)
+    monkeypatch.setattr(recompile, "compile_plain", counted)
     plain_figures = []  # one device: plain Inductor's graph takes as long beside every plan
 
     def plain_runs(p):
@@ -1454,7 +1459,7 @@ def test_auto_measured_over_after_its_last_re_plan_runs_the_earlier_plan_within(
     assert graphs[fell_back:] == [[(0, 1)]] * (steps - fell_back)
     plain_steps = [s for s, g in enumerate(graphs, 1) if g[0][2:] == ("plain Inductor",)]
     assert plain_steps == [
-        compiled_graph.PLAIN_COMPILE_CALL, *PLAIN_RUNS, *(CHECKED - 1 + call for call in PLAIN_RUNS)
+        schedule.PLAIN_COMPILE_CALL, *PLAIN_RUNS, *(CHECKED - 1 + call for call in PLAIN_RUNS)
     ]
     assert [offloads[s - 1] for s in plain_steps] == [0] * len(plain_steps)
     assert all(g in ([(0, 1)], [(1, 1)]) for s, g in enumerate(graphs, 1) if s not in plain_steps)
@@ -1491,7 +1496,7 @@ def test_auto_measured_under_its_limit_by_the_room_margin_spends_the_rest(device
 def test_a_room_re_plan_that_frees_no_more_leaves_the_plan_measured_within(device_measured, monkeypatch, caplog):
     # As above, but the re-plan predicts no lower peak than the first plan
     # measured: compiled, recorded, and not run; the first plan runs on.
-    monkeypatch.setattr(compiled_graph, "_frees_more", lambda again, plan: False)
+    monkeypatch.setattr(replan, "_frees_more", lambda again, plan: False)
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.002, min_bytes=0)
     _measured_over_plain(device_measured, backend, [-0.03, 0.001])
     steps = CHECKED + 2
@@ -1605,7 +1610,7 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
             return compiled(*args)
         return run
 
-    backend_module._compile_plain, real = counted, backend_module._compile_plain
+    recompile.compile_plain, real = counted, recompile.compile_plain
     try:
         backend = offload_pass.make_backend(mode="auto", max_overhead=0.02, min_bytes=0)
         _measured_over_plain(device_measured, backend, [0.10, 0.10, 0.10])
@@ -1613,7 +1618,7 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
         with caplog.at_level("INFO", logger="offload_pass"):
             grads, offloads, graphs = _steps_run(backend, steps)
     finally:
-        backend_module._compile_plain = real
+        recompile.compile_plain = real
     assert [p.replan_reason for p in backend.plans] == [None, "overhead", None], [str(p) for p in backend.plans]
     first, second, plain = backend.plans
     # The re-plan: the step without offload predicted at plain Inductor's
@@ -1823,7 +1828,7 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
     with caplog.at_level("WARNING", logger="offload_pass"):
         for step in range(CHECKED):
             if step == 2:  # after the first compile kept its copy, before the re-plan
-                monkeypatch.setattr(backend_module, "graph_copy", broken)
+                monkeypatch.setattr(recompile, "graph_copy", broken)
             model.zero_grad(set_to_none=True)
             compiled(*INPUTS).backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass import backend as backend_module
+from offload_pass.pipeline import passes as backend_module
 from offload_pass.rewriting.invariants import OffloadInvariantError, check_rewrite
 from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
 from offload_pass.runtime import OPS

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
-from offload_pass import backend as backend_module
+from offload_pass.pipeline import passes as backend_module
 from offload_pass.planning.lifetimes import CopyLifetime, copy_lifetimes, ideal_live
 from offload_pass.views import storage_root
 

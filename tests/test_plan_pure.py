@@ -3,7 +3,10 @@
 import dataclasses
 
 from offload_pass.config import OffloadConfig
+import pytest
+
 from offload_pass.planning.plan import plan_saved_tensors
+from offload_pass.planning.reasons import Reason, code_of_sentence, detail, sentence
 from offload_pass.planning.saved_set import SavedTensor
 
 
@@ -17,7 +20,10 @@ def record(name, nbytes=1 << 20, storage=None, kind="activation", asked="offload
 
 
 def decisions(plan):
-    return {e.name: (e.decision, e.reason) for e in plan.entries}
+    return {e.name: (e.decision, e.code, dict(e.detail)) for e in plan.entries}
+
+
+BY_M = {"by": "module m"}
 
 
 def test_kinds_and_asks():
@@ -34,13 +40,13 @@ def test_kinds_and_asks():
         OffloadConfig(min_bytes=0, keep_first_in_backward=0),
     )
     assert decisions(plan) == {
-        "a": ("offload", "offloaded by module m"),
-        "b": ("keep", "not marked"),
-        "c": ("keep", "kept by module m"),
-        "p": ("keep", "parameter or buffer"),
-        "i": ("keep", "graph input"),
-        "o": ("keep", "model output (or shares its storage)"),
-        "z": ("keep", "empty tensor"),
+        "a": ("offload", Reason.MARKED, BY_M),
+        "b": ("keep", Reason.NOT_MARKED, {}),
+        "c": ("keep", Reason.KEPT_BY_MARK, BY_M),
+        "p": ("keep", Reason.PARAMETER, {}),
+        "i": ("keep", Reason.GRAPH_INPUT, {}),
+        "o": ("keep", Reason.MODEL_OUTPUT, {}),
+        "z": ("keep", Reason.EMPTY, {}),
     }
     assert plan.offloaded_bytes == 1 << 20
 
@@ -53,7 +59,10 @@ def test_shared_storage_moves_together_or_not_at_all():
     views[1] = dataclasses.replace(views[1], asked="keep", asked_by="mark_not_offload")
     plan = plan_saved_tensors(views, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
     assert plan.groups == []
-    assert decisions(plan)["q"] == ("keep", "shares storage with k (kept by mark_not_offload)")
+    assert decisions(plan)["q"] == (
+        "keep", Reason.SHARES_STORAGE,
+        {"with": "k", "why": Reason.KEPT_BY_MARK, "why_detail": detail(by="mark_not_offload")},
+    )
     # Symbolic views cannot be rebuilt from the storage: copied one by one.
     sym = [dataclasses.replace(v, symbolic=True, asked="offload") for v in views]
     plan = plan_saved_tensors(sym, OffloadConfig(min_bytes=0, keep_first_in_backward=0))
@@ -62,7 +71,7 @@ def test_shared_storage_moves_together_or_not_at_all():
 
 def test_min_bytes_on_the_storage():
     plan = plan_saved_tensors([record("a", nbytes=1000)], OffloadConfig(min_bytes=1001, keep_first_in_backward=0))
-    assert decisions(plan)["a"] == ("keep", "below min_bytes (1000 < 1001)")
+    assert decisions(plan)["a"] == ("keep", Reason.BELOW_MIN_BYTES, {"nbytes": 1000, "min_bytes": 1001})
     assert plan.candidates == 0  # nothing a re-plan could copy
 
 
@@ -71,7 +80,7 @@ def test_first_in_backward_kept():
     plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=1))
     assert plan.offloaded == ["a", "c"]
     assert plan.candidates == 2  # the first in backward is never a candidate
-    assert decisions(plan)["b"][1].startswith("needed first in backward")
+    assert decisions(plan)["b"] == ("keep", Reason.FIRST_IN_BACKWARD, {"keep_first": 1})
     plan = plan_saved_tensors(saved, OffloadConfig(min_bytes=0, keep_first_in_backward=2))
     assert plan.offloaded == ["a"]
     assert plan.candidates == 1
@@ -89,9 +98,9 @@ def test_collective_outputs_are_never_offloaded_even_when_marked():
         OffloadConfig(min_bytes=0, keep_first_in_backward=0),
     )
     assert decisions(plan) == {
-        "wait_tensor": ("keep", "output of a collective (_c10d_functional.wait_tensor)"),
-        "view_1": ("keep", "output of a collective (_c10d_functional.wait_tensor)"),
-        "mm": ("offload", "offloaded by module m"),
+        "wait_tensor": ("keep", Reason.COLLECTIVE, {"op": "_c10d_functional.wait_tensor"}),
+        "view_1": ("keep", Reason.COLLECTIVE, {"op": "_c10d_functional.wait_tensor"}),
+        "mm": ("offload", Reason.MARKED, BY_M),
     }
 
 
@@ -99,8 +108,8 @@ def test_a_host_tensor_of_an_accelerator_graph_stays_even_when_marked():
     host = dataclasses.replace(record("seed", nbytes=8), on_host=True)
     plan = plan_saved_tensors([host, record("a")], OffloadConfig(min_bytes=0))
     assert decisions(plan) == {
-        "seed": ("keep", "already in host memory"),
-        "a": ("offload", "offloaded by module m"),
+        "seed": ("keep", Reason.ON_HOST, {}),
+        "a": ("offload", Reason.MARKED, BY_M),
     }
 
 
@@ -118,7 +127,7 @@ def test_lazy_bit_views_are_kept_with_a_reason():
     conj = dataclasses.replace(record("c"), lazy_bit=True)
     plan = plan_saved_tensors([conj], OffloadConfig(min_bytes=0, keep_first_in_backward=0))
     assert decisions(plan) == {
-        "c": ("keep", "conjugate or negated view (lazy bit): the copy ops cannot take one")
+        "c": ("keep", Reason.LAZY_BIT, {})
     }
 
 
@@ -136,8 +145,8 @@ def test_a_lone_view_over_its_whole_storage_is_copied_as_its_owner():
 
 
 def test_plain_inductors_plan_keeps_everything_and_says_why():
-    from offload_pass.planning.calibration import MeasuredCall, check_prediction
-    from offload_pass.planning.plan import PLAIN_FALLBACK_REASON, plain_inductor_plan
+    from offload_pass.feedback.check import MeasuredCall, check_prediction
+    from offload_pass.planning.plan import plain_inductor_plan
     from offload_pass.planning.step_model import StepPrediction
 
     plan = plan_saved_tensors(
@@ -151,12 +160,62 @@ def test_plain_inductors_plan_keeps_everything_and_says_why():
     plain = plain_inductor_plan(plan, "graph 4", "why", measured)
     assert plain.graph_id == "graph 4" and plain.offloaded == [] and plain.groups == [] and plain.offloaded_bytes == 0
     assert decisions(plain) == {
-        "a": ("keep", PLAIN_FALLBACK_REASON),
-        "b": ("keep", "not marked"),
-        "q": ("keep", PLAIN_FALLBACK_REASON),
-        "k": ("keep", PLAIN_FALLBACK_REASON),
+        "a": ("keep", Reason.PLAIN_FALLBACK, {}),
+        "b": ("keep", Reason.NOT_MARKED, {}),
+        "q": ("keep", Reason.PLAIN_FALLBACK, {}),
+        "k": ("keep", Reason.PLAIN_FALLBACK, {}),
     }
     assert plain.prediction == plain.baseline == without and plain.measured is measured
     assert plain.selection == "mode=auto fell back from graph 3, why" and plain.fallback is None
     assert str(plain).startswith("offload plan graph 4\n")  # not "(rewrite disabled)"
     assert "mode=auto fell back from graph 3, why" in str(plain)
+
+
+# Every reason code, with values, and the sentence the plan table prints for it.
+SENTENCES = [
+    (Reason.SYMINT, {}, "symbolic int"),
+    (Reason.PARAMETER, {}, "parameter or buffer"),
+    (Reason.GRAPH_INPUT, {}, "graph input"),
+    (Reason.INPUT_VIEW, {}, "view of a graph input"),
+    (Reason.MODEL_OUTPUT, {}, "model output (or shares its storage)"),
+    (Reason.ON_HOST, {}, "already in host memory"),
+    (Reason.LAZY_BIT, {}, "conjugate or negated view (lazy bit): the copy ops cannot take one"),
+    (Reason.COLLECTIVE, {"op": "_c10d_functional.wait_tensor"}, "output of a collective (_c10d_functional.wait_tensor)"),
+    (Reason.KEPT_BY_MARK, {"by": "module layers.0.mlp"}, "kept by module layers.0.mlp"),
+    (Reason.NOT_MARKED, {}, "not marked"),
+    (Reason.OTHER_ROLES, {"by": "module m selects roles ['x'], not 'y'"}, "module m selects roles ['x'], not 'y'"),
+    (Reason.EMPTY, {}, "empty tensor"),
+    (Reason.MARKED, {"by": "module m"}, "offloaded by module m"),
+    (Reason.AUTO_CANDIDATE, {}, "candidate of mode=auto (nothing marked)"),
+    (
+        Reason.SHARES_STORAGE, {"with": "k", "why": Reason.KEPT_BY_MARK, "why_detail": detail(by="mark_not_offload")},
+        "shares storage with k (kept by mark_not_offload)",
+    ),
+    (Reason.BELOW_MIN_BYTES, {"nbytes": 1000, "min_bytes": 1001}, "below min_bytes (1000 < 1001)"),
+    (
+        Reason.FIRST_IN_BACKWARD, {"keep_first": 1},
+        "needed first in backward (keep_first_in_backward=1): its reload would start with the backward",
+    ),
+    (Reason.NO_GAIN, {}, "offloading it would not lower the predicted peak (keep_if_no_gain)"),
+    (Reason.AUTO_MEASURED_SET, {}, "not chosen by mode=auto: a set of copies measured within max_overhead runs"),
+    (Reason.AUTO_NOT_CHOSEN, {"max_overhead": 0.02}, "not chosen by mode=auto: no gain at the peak within max_overhead=0.02"),
+    (Reason.BUDGET_NOT_NEEDED, {}, "not chosen by mode=budget: not needed to reach the budget"),
+    (
+        Reason.RECOMPUTED, {"level": 0.6, "peak": 1 << 20},
+        "recomputed in backward: partitioned under activation_memory_budget=0.6 to reach the budget "
+        "(predicted peak 1.00 MiB)",
+    ),
+    (Reason.PLAIN_FALLBACK, {}, "kept: the graph runs plain Inductor's compile (mode=auto fell back)"),
+]
+
+
+@pytest.mark.parametrize("code, values, text", SENTENCES, ids=[c.value for c, _, _ in SENTENCES])
+def test_each_reason_code_renders_its_sentence(code, values, text):
+    assert sentence(code, detail(**values)) == text
+
+
+def test_every_reason_code_has_a_sentence_and_a_sentence_names_one_code():
+    assert {c for c, _, _ in SENTENCES} == set(Reason)
+    assert code_of_sentence("not marked") == Reason.NOT_MARKED
+    with pytest.raises(ValueError):
+        code_of_sentence("offloaded by module m")  # a sentence with values needs its code

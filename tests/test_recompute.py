@@ -27,6 +27,7 @@ from offload_pass.planning.recompute import (
 )
 from offload_pass.planning.saved_set import SavedTensor
 from offload_pass.units import format_bytes
+from offload_pass.planning.reasons import Reason, detail
 
 from helpers import assert_same_training, decoder_steps_on_device
 
@@ -89,7 +90,7 @@ def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved(
 
 
 def _fake_attempt(level, step_ms, peak, offset=0, copied=0):
-    """What backend._recompute_for_budget reads of an attempt: its plan's
+    """What pipeline.search.recompute_for_budget reads of an attempt: its plan's
     level, prediction, bytes offloaded, entries and selection, and its saved
     tensors."""
     plan = SimpleNamespace(
@@ -106,13 +107,14 @@ def test_a_re_plan_out_of_reach_partitions_again_the_skipped_levels_that_stood_l
     # offload alone (None) and 0.7 miss the budget (100) at 138 and 140;
     # 0.2, skipped as out of reach, stood at 135 once moved: it is partitioned
     # after all, and kept (the lowest peak); 0.9 (139) stays skipped.
-    from offload_pass.backend import _recompute_for_budget
+    from offload_pass.pipeline.search import recompute_for_budget as _recompute_for_budget
 
     offset = 5
     predicted = {0.7: (54.0, 140), 0.2: (42.0, 134)}
     partitioned = []
 
-    def partition(level, baseline, seen):
+    def partition(request, seen):
+        level = request.level
         partitioned.append(level)
         if level not in predicted:  # levels whose saved set was seen already
             return None
@@ -156,10 +158,7 @@ def test_recompute_entries_are_the_activations_no_longer_saved():
     got = recompute_entries(first, entries, {"b"}, Trial(0.6, 1.0, 1 << 20))
     # "w" is not saved either, but a parameter is never recomputed.
     assert [(e.name, e.decision) for e in got] == [("a", Decision.RECOMPUTE)]
-    assert got[0].reason == (
-        "recomputed in backward: partitioned under activation_memory_budget=0.6 to reach the budget "
-        "(predicted peak 1.00 MiB)"
-    )
+    assert (got[0].code, got[0].detail) == (Reason.RECOMPUTED, detail(level=0.6, peak=1 << 20))
     assert recompute_entries(first, entries, set(), Trial(None, 1.0, 1)) == []
 
 
@@ -204,7 +203,7 @@ def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
     assert "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): " in plan.selection
     assert f"in backward: partitioned under activation_memory_budget={plan.recompute_level:g}" in str(plan)
     for name in plan.recomputed:
-        assert plan.entry(name).reason.startswith("recomputed in backward"), plan.entry(name)
+        assert plan.entry(name).code == Reason.RECOMPUTED, plan.entry(name)
     # Recomputed means not saved: no recomputed tensor is an input of the backward graph.
     backward = backend.records[-1].graphs.backward
     placeholders = _saved_in_backward(backward)
@@ -307,12 +306,13 @@ def test_a_level_that_saves_more_than_the_one_above_it_does_not_end_the_search()
     # slower; 0.4 saves less and reaches it with none, the fastest; 0.3
     # recomputes more, slower with no more copies: the search stops there
     # and keeps 0.4.
-    from offload_pass.backend import _recompute_for_budget
+    from offload_pass.pipeline.search import recompute_for_budget as _recompute_for_budget
 
     predicted = {0.9: (29.7, 95, 10), 0.5: (90.6, 99, 500), 0.4: (26.0, 92, 0), 0.3: (27.0, 90, 0), 0.2: (1.0, 1, 0)}
     partitioned = []
 
-    def partition(level, baseline, seen):
+    def partition(request, seen):
+        level = request.level
         partitioned.append(level)
         if level not in predicted:  # 0.9's set again
             return None
@@ -333,12 +333,13 @@ def test_a_plan_keeps_the_fastest_of_the_reaching_levels_the_search_went_through
     # The decoder at budget 0.4 in small: 0.9 reaches the budget only with
     # many copies (50 ms); 0.8 and 0.7 reach it faster, 0.6 slower: the
     # search stops there, and 0.7 is kept; 0.5 and deeper are not partitioned.
-    from offload_pass.backend import _recompute_for_budget
+    from offload_pass.pipeline.search import recompute_for_budget as _recompute_for_budget
 
     predicted = {0.9: (50.0, 99), 0.8: (44.0, 97), 0.7: (41.0, 95), 0.6: (43.0, 90), 0.5: (30.0, 80)}
     partitioned = []
 
-    def partition(level, baseline, seen):
+    def partition(request, seen):
+        level = request.level
         partitioned.append(level)
         return _fake_attempt(level, *predicted[level])
 
@@ -390,14 +391,15 @@ def test_levels_that_would_save_a_set_again_are_not_partitioned():
     # Forward inputs 100 bytes, the first partition 1100: a level saving 700
     # has the size ratio 0.6, and PyTorch's partitioner saves that set at
     # every level above 0.6 (+ SAME_SET_MARGIN) down from where it was saved.
-    from offload_pass.backend import _recompute_for_budget
+    from offload_pass.pipeline.search import recompute_for_budget as _recompute_for_budget
 
     assert saved_again_above(700, 1100, 100) == pytest.approx(0.6 + SAME_SET_MARGIN)
     assert saved_again_above(700, 100, 100) is None  # no bytes above the inputs: unknown
     saves = {0.9: 700, 0.8: 700, 0.7: 700, 0.6: 680, 0.5: 580, 0.4: 300, 0.3: 300, 0.2: 200, 0.1: 110, 0.0: 100}
     partitioned = []
 
-    def partition(level, baseline, seen):
+    def partition(request, seen):
+        level = request.level
         partitioned.append(level)
         return _attempt_saving(level, 10.0 + 10 * (1 - level), 150 - 10 * (1 - level), saves[level])
 
@@ -443,7 +445,7 @@ def test_pytorchs_partitioner_saves_a_levels_set_again_at_every_level_above_its_
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.decomposition import select_decomp_table
 
-    from offload_pass.backend import _forward_inputs_bytes
+    from offload_pass.pipeline.search import forward_inputs_bytes as _forward_inputs_bytes
 
     levels = (0.99, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.3, 0.2, 0.1, 0.05, 0.0)
     sets = {}

@@ -13,7 +13,7 @@ import torch
 import offload_pass
 from offload_pass.config import OffloadConfig
 from offload_pass.examples.models import make_decoder
-from offload_pass.planning.plan import AUTO_CANDIDATE
+from offload_pass.planning.reasons import Reason
 from offload_pass.planning.selection import Candidate, StepWithoutOffload, choose_auto, choose_for_budget, simulate_offload
 
 from helpers import assert_same_training
@@ -147,7 +147,7 @@ def test_the_budget_search_scores_again_only_the_candidates_that_could_win(monke
     # their last score and stops once none left could beat the best, so 16
     # copies cost about two simulations each after the first step's 40, where
     # scoring every candidate at every step took 537 simulations.
-    from offload_pass.planning import selection
+    from offload_pass.planning import selection_budget
 
     n = 40
     cands = [Candidate(f"c{i}", 2 + i % 3, produced=i, free_from=i, consumer=n - 1 - i) for i in range(n)]
@@ -156,8 +156,8 @@ def test_the_budget_search_scores_again_only_the_candidates_that_could_win(monke
     step = StepWithoutOffload([1.0] * n, [1.0] * n, live, 4.0, 4.0)
     base = simulate_offload(step, [])
     calls = []
-    monkeypatch.setattr(selection, "simulate_offload", lambda s, chosen: calls.append(1) or simulate_offload(s, chosen))
-    chosen, got = selection._greedy_for_budget(step, cands, base.peak - 60, peak_first=True)
+    monkeypatch.setattr(selection_budget, "simulate_offload", lambda s, chosen: calls.append(1) or simulate_offload(s, chosen))
+    chosen, got = selection_budget._greedy_for_budget(step, cands, base.peak - 60, peak_first=True)
     assert len(chosen) == 16 and got.peak == base.peak - 60 and got.step_ms == base.step_ms == 80
     assert len(calls) <= 2 * n, len(calls)
 
@@ -204,7 +204,7 @@ def test_auto_takes_the_earliest_copies_where_the_greedy_stops_short():
     # same limit. Auto keeps the better of the two. Measured when written,
     # 300 draws at max_overhead 30 %: the greedy alone optimal in 286, both
     # in 290; the earliest copies won 6 draws.
-    from offload_pass.planning.selection import _earliest_first, _greedy_auto
+    from offload_pass.planning.selection_auto import _earliest_first, _greedy_auto
 
     rng = random.Random(0)
     optimal = won = 0
@@ -230,7 +230,7 @@ def test_releases_as_they_land_agree_with_the_schedule_walk():
     # no release has to come early; it must give the walk's releases and
     # forward end exactly, or the search would judge sets by another rule
     # than the rewrite's.
-    from offload_pass.planning.selection import _ideal_off, _released_as_they_land, _scheduled
+    from offload_pass.planning.selection_model import _released_as_they_land, _scheduled, ideal_off
 
     rng = random.Random(5)
     taken = 0
@@ -241,7 +241,7 @@ def test_releases_as_they_land_agree_with_the_schedule_walk():
             if not chosen:
                 continue
             order = sorted(chosen, key=lambda c: (c.produced, c.key))
-            ideal = [a - b for a, b in zip(live, _ideal_off(step, chosen))]
+            ideal = [a - b for a, b in zip(live, ideal_off(step, chosen))]
             fast = _released_as_they_land(step, order, ideal, max(ideal))
             if fast is None:
                 continue
@@ -274,7 +274,7 @@ def test_the_search_charges_each_copy_its_runtime_ops_as_the_simulator_does():
     # simulator put at +2.5 %, and the trim kept none. Each copy now costs
     # its ops' compute-stream time and, where the host is not ahead of the
     # device, its host time, by the walk's rule.
-    from offload_pass.planning.selection import _forward_with_ops
+    from offload_pass.planning.selection_model import _forward_with_ops
 
     rng = random.Random(3)
     for _ in range(500):
@@ -367,9 +367,9 @@ def test_auto_keeps_gradients_and_explains_the_choice():
 
     backend = assert_same_training(_decoder(), mark, (torch.randn(2, 8, 32),), mode="auto")
     plan = backend.plans[-1]
-    marked = {e.name for e in plan.entries if e.reason.startswith("offloaded by") or "mode=auto" in e.reason}
+    marked = {e.name for e in plan.entries if e.code in (Reason.MARKED, Reason.AUTO_NOT_CHOSEN)}
     assert plan.offloaded and set(plan.offloaded) <= marked
-    assert any(e.reason.startswith("not chosen by mode=auto") for e in plan.entries)
+    assert any(e.code == Reason.AUTO_NOT_CHOSEN for e in plan.entries)
     assert plan.selection.startswith("mode=auto (max_overhead 2.0%): chose ")
     # The step simulator's prediction over the rewritten graphs keeps the
     # promise the selection made with its coarser model.
@@ -384,7 +384,7 @@ def test_auto_with_nothing_marked_considers_every_activation():
     backend = assert_same_training(_decoder(), lambda m: None, (torch.randn(2, 8, 32),), mode="auto")
     plan = backend.plans[-1]
     assert plan.offloaded
-    assert all(plan.entry(n).reason == AUTO_CANDIDATE for n in plan.offloaded)
+    assert all(plan.entry(n).code == Reason.AUTO_CANDIDATE for n in plan.offloaded)
 
 
 def test_budget_out_of_reach_says_by_how_much(caplog):
@@ -435,13 +435,13 @@ def test_auto_is_held_to_max_overhead_by_the_step_simulator():
 
 def _choose_without_greedy_search(monkeypatch, step, cands, budget):
     """choose_for_budget with the greedy searches made to fail if they run."""
-    from offload_pass.planning import selection
+    from offload_pass.planning import selection_budget
 
     def no_search(*args):
         raise AssertionError("the greedy search ran for a budget out of reach")
 
     with monkeypatch.context() as patched:
-        patched.setattr(selection, "_greedy_for_budget", no_search)
+        patched.setattr(selection_budget, "_greedy_for_budget", no_search)
         return choose_for_budget(step, cands, budget)
 
 
@@ -450,14 +450,14 @@ def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_sear
     # choice is the lowest peak, found in one pass (the greedy searches
     # would run to the last candidate), and it is the lowest of all subsets
     # in nearly every draw (398 of 400 when written; at most 2.9 % above).
-    from offload_pass.planning import selection
+    from offload_pass.planning import selection_budget
 
     rng = random.Random(1)
     lowest = 0
     for _ in range(100):
         fw, bw, live, cands = _draw(rng)
         step = _step(fw, bw, live)
-        bound = selection._ideal_peak(step, cands)
+        bound = selection_budget._ideal_peak(step, cands)
         peaks = [simulate_offload(step, s).peak for s in _subsets(cands)]
         assert min(peaks) >= bound  # the ideal is a lower bound
         chosen, got = _choose_without_greedy_search(monkeypatch, step, cands, bound - 1)
@@ -487,7 +487,7 @@ def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within
     # first 4 within (512 MiB offloaded); the selection's own choice at 5 %
     # is another set, 6 copies offloading 544 MiB at +4.8 %: a larger
     # max_overhead must not free less than a smaller one did.
-    from offload_pass.backend import _auto_within_overhead
+    from offload_pass.pipeline.search import auto_within_overhead as _auto_within_overhead
 
     prefixes = [(0, 0.0, 0), (1, 0.02, 128), (2, 0.04, 256), (3, 0.05, 384), (4, 0.064, 512)]
     calls = []
@@ -527,7 +527,7 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
     # more than OUT_OF_REACH_MARGIN, the greedy searches are not run (they
     # would run to the last candidate: 440 s on a ResNet-50): no subset may
     # reach such a budget, checked against every subset.
-    from offload_pass.planning import selection
+    from offload_pass.planning import selection_budget
 
     rng = random.Random(2)
     checked = 0
@@ -538,9 +538,9 @@ def test_budget_the_lowest_peak_misses_by_more_than_the_margin_is_out_of_reach_w
         # reaches its ideal peak, waits and all, and the lowest peak found
         # never stands over a budget the ideal bound leaves.
         step = dataclasses.replace(_step(fw, bw, live), reload_headroom=1.0)
-        _, lowest = selection._lowest_peak(step, cands)
-        bound = selection._ideal_peak(step, cands)
-        budget = int(lowest.peak / (1 + selection.OUT_OF_REACH_MARGIN)) - 1
+        _, lowest = selection_budget._lowest_peak(step, cands)
+        bound = selection_budget._ideal_peak(step, cands)
+        budget = int(lowest.peak / (1 + selection_budget.OUT_OF_REACH_MARGIN)) - 1
         if budget < bound:
             continue  # below the ideal: the older shortcut, tested above
         checked += 1
@@ -556,16 +556,16 @@ def test_budget_at_the_lowest_peak_found_is_reached_never_slower_than_that_set()
     # faster set, whichever of the greedy searches misses it. On the old
     # code (the greedy searches' better alone) one draw of the 200 missed
     # it (the 55th: peak 27 over a budget of 26).
-    from offload_pass.planning import selection
+    from offload_pass.planning import selection_budget
 
     rng = random.Random(3)
     checked = 0
     for _ in range(200):
         fw, bw, live, cands = _draw(rng)
         step = _step(fw, bw, live)
-        _, lowest = selection._lowest_peak(step, cands)
+        _, lowest = selection_budget._lowest_peak(step, cands)
         budget = lowest.peak
-        if budget < selection._ideal_peak(step, cands):
+        if budget < selection_budget._ideal_peak(step, cands):
             continue
         checked += 1
         _, got = choose_for_budget(step, cands, budget)

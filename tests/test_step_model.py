@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass import backend as backend_module
+from offload_pass.pipeline import passes as backend_module
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.step_model import RUNTIME_OP_LAUNCHES, node_times, predict_step
 

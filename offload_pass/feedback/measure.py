@@ -1,26 +1,16 @@
-"""Runtime, measurement: one call of a compiled forward and its backward,
-timed on the device for the calibration (``planning/calibration.py``).
+"""The measurement: one call of a compiled forward and its backward, timed on the device.
 
-Takes: the start and end of a compiled forward's call (the backend's call
-wrapper reports them) and its outputs, whose autograd node runs the compiled
-backward. Gives: ``CallMeasurement``, CUDA events on the compute stream
-around the forward and around that backward node (autograd hooks, nothing
-in the graphs changes), the host's wall time to issue the forward and the
-backward, around
-each stall of the compute stream on a copy (the ops record them while
-``STATE.wait_timing`` is set), the peak memory
-from the forward's start to the backward's end, and, where the call just
-before was measured too, the time from that call's backward end to this
-forward's start (the step's time outside the graph). ``result()`` gives the
-``MeasuredCall`` once the backward has run; it waits for the events then,
-once per measured call.
-
-The peak is read from the caching allocator's counters, which the measured
-call resets (``torch.cuda.reset_peak_memory_stats``) at the forward's start,
-once per measured call (three per compiled graph, three more for plain
-Inductor's graph under mode="auto"); the backend measures it
-only where the step runs this one graph once, the only case in which it is
-this graph's peak.
+Takes: the start and end of a compiled forward's call (the feedback loop
+reports them) and its outputs, whose autograd node runs the compiled
+backward. Gives: ``CallMeasurement``: CUDA events on the compute stream
+around the forward and around that backward node (autograd hooks; nothing
+in the graphs changes), the host's wall time of each phase, each stall of
+the compute stream on a copy (the runtime ops record them while
+``STATE.wait_timing`` is set), the peak memory from the forward's start to
+the backward's end (the caching allocator's counters, reset at the
+forward's start, read only where the step runs this one graph once), and
+the time from the previous measured call's backward end to this forward's
+start. ``result()`` gives the ``MeasuredCall`` once the backward has run.
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._pytree import tree_leaves
 
-from offload_pass.planning.calibration import MeasuredCall
+from offload_pass.feedback.check import MeasuredCall
 from offload_pass.runtime.state import STATE
 
 __all__ = ["CallMeasurement"]

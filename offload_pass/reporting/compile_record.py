@@ -1,9 +1,11 @@
 """What the backend did for one forward/backward pair it compiled.
 
-Takes: what the backend's stages produced for one compile. Gives: a
+Takes: what the compile pipeline produced for one compile. Gives: a
 ``CompileRecord``: the plan (whose ``baseline`` / ``prediction`` are the step
-simulator's figures), the memory timelines before and after the rewrite, and
-the graph texts (``GraphTexts``) when the backend was asked to keep them
+simulator's figures), the memory timelines before and after the rewrite,
+the search passes' notes (``pipeline/notes.py``: codes with their figures),
+the names of the passes that changed the graphs, in order, and the graph
+texts (``GraphTexts``) when the backend was asked to keep them
 (``OffloadBackend(keep_graphs=True)``): the texts are as large as the graphs
 and a long run compiles many, so they are not kept by default.
 """
@@ -37,6 +39,8 @@ class CompileRecord:
     timeline_before: Timeline
     timeline_after: Timeline
     graph_texts: Optional[GraphTexts] = None
+    notes: tuple = ()  # pipeline.notes.SelectionNote of each search pass that changed the selection
+    made_by: tuple[str, ...] = ()  # the passes that changed the graphs, in order
 
     @property
     def graphs(self) -> GraphTexts:
