@@ -13,7 +13,8 @@ import offload_pass
 from offload_pass.config import OffloadConfig
 from offload_pass.planning.cost_model import device_profile, estimate_node_ms
 from offload_pass.planning.schedules import CopyOut, Reload, schedule_releases, schedule_reloads
-from offload_pass.planning.plan import NO_GAIN_REASON, OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
+from offload_pass.planning.plan import OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
+from offload_pass.planning.reasons import Reason, detail
 
 from helpers import assert_same_training
 from offload_pass.examples.models import make_decoder
@@ -77,7 +78,10 @@ def test_issue_points_never_go_backwards():
 
 
 def _plan(groups: dict[str, int]) -> OffloadPlan:
-    entries = [PlanEntry(k, "aten.mm", "m", None, (n,), "float32", n, "offload", "offloaded by module m", k) for k, n in groups.items()]
+    entries = [
+        PlanEntry(k, "aten.mm", "m", None, (n,), "float32", n, "offload", Reason.MARKED, k, detail(by="module m"))
+        for k, n in groups.items()
+    ]
     return OffloadPlan("g", entries, [OffloadGroup(k, (k,), "tensor", n) for k, n in groups.items()])
 
 
@@ -124,9 +128,9 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
     # and stops looking for landed copies at the first not landed (copies
     # land in issue order). The full walk, every held copy looked at on every
     # node, must place the same releases on random forwards.
-    from offload_pass.planning import schedules
+    from offload_pass.planning import release_points
 
-    class FullWalk(schedules._ReleaseWalk):
+    class FullWalk(release_points._ReleaseWalk):
         def release_over_ceiling(self, k):
             self._release_over(k)
 
@@ -147,7 +151,7 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
         args = (ms, live, copies, rng.uniform(5.0, 80.0), rng.randint(40, 250))
         fast = schedule_releases(*args, safe=safe)
         with monkeypatch.context() as m:
-            m.setattr(schedules, "_ReleaseWalk", FullWalk)
+            m.setattr(release_points, "_ReleaseWalk", FullWalk)
             full = schedule_releases(*args, safe=safe)
         assert fast == full, (draw, args, safe)
         differed += fast != {c.key: c.free_from for c in copies}
@@ -159,7 +163,7 @@ def test_reloads_that_fit_are_placed_in_one_pass_where_the_placer_places_them(mo
     # every reload at its latest start in one pass where all of them together
     # fit under the ceiling, else runs the placer. The placer alone must place
     # the same reloads on random backwards, those that fit and those it moves.
-    from offload_pass.planning import schedules
+    from offload_pass.planning import reload_points
 
     rng = random.Random(11)
     fitted = moved = 0
@@ -174,11 +178,11 @@ def test_reloads_that_fit_are_placed_in_one_pass_where_the_placer_places_them(mo
         args = (ms, live, reloads, rng.uniform(5.0, 80.0), rng.randint(60, 300), rng.randrange(3))
         one_pass = schedule_reloads(*args)
         with monkeypatch.context() as m:
-            m.setattr(schedules, "_at_latest_starts_if_they_fit", lambda *a: None)
+            m.setattr(reload_points, "_at_latest_starts_if_they_fit", lambda *a: None)
             placed = schedule_reloads(*args)
         assert one_pass == placed, (draw, args)
-        fits = schedules._at_latest_starts_if_they_fit(
-            *schedules._latest_starts(ms, reloads, args[3], schedules.RELOAD_MARGIN), live, reloads, args[4], args[5]
+        fits = reload_points._at_latest_starts_if_they_fit(
+            *reload_points._latest_starts(ms, reloads, args[3], reload_points.RELOAD_MARGIN), live, reloads, args[4], args[5]
         )
         fitted += fits is not None
         moved += fits is None and placed != schedule_reloads(*args[:4], ceiling=10**9, first=args[5])
@@ -314,7 +318,7 @@ def test_trim_keeps_what_does_not_lower_the_peak():
     # "early" spans the peak at 5: keeping it would raise the peak to 40.
     assert [g.storage for g in trimmed.groups] == ["early"]
     assert trimmed.entry("late").decision == "keep"
-    assert trimmed.entry("late").reason == NO_GAIN_REASON
+    assert trimmed.entry("late").code == Reason.NO_GAIN
     assert trimmed.entry("early").decision == "offload"
 
 
@@ -437,7 +441,7 @@ def test_keep_if_no_gain_on_a_real_graph():
     torch._dynamo.reset()
     backend = _decoder_run(keep_if_no_gain=True)
     plan = backend.plans[-1]
-    trimmed = [e.name for e in plan.entries if e.reason == NO_GAIN_REASON]
+    trimmed = [e.name for e in plan.entries if e.code == Reason.NO_GAIN]
     assert trimmed, str(plan)
     # Whatever was trimmed, the predicted peak is what offloading everything
     # marked would give.

@@ -6,6 +6,7 @@ import torch.nn as nn
 
 import offload_pass
 from offload_pass.examples.models import MLP, make_decoder
+from offload_pass.planning.reasons import Reason, detail
 
 from helpers import assert_same_training
 
@@ -83,7 +84,10 @@ def test_keep_overrides_offload(model, x):
     assert not set(mods) & LAYER0_MLP
     assert "layers.1.mlp.fc1" in mods and "layers.0.attn.qkv" in mods
     kept = [e for e in plan.entries if e.module in LAYER0_MLP]
-    assert kept and all(e.decision == "keep" and e.reason == "kept by module layers.0.mlp" for e in kept)
+    assert kept and all(
+        e.decision == "keep" and (e.code, e.detail) == (Reason.KEPT_BY_MARK, detail(by="module layers.0.mlp"))
+        for e in kept
+    )
 
 
 def test_same_level_keep_wins(model, x):
@@ -99,7 +103,7 @@ def test_min_bytes_keeps_small(model, x):
     assert plan.offloaded == ["mm_2", "view_8"]  # 32x128 f32 = 16 KiB each
     plan = compile_and_plan(make_marked(), x, min_bytes=32 * 128 * 4 + 1)
     assert plan.offloaded == []
-    assert all("below min_bytes" in e.reason for e in plan.entries if e.module in LAYER0_MLP)
+    assert all(e.code == Reason.BELOW_MIN_BYTES for e in plan.entries if e.module in LAYER0_MLP)
 
 
 def make_marked():
@@ -112,9 +116,9 @@ def make_marked():
 def test_parameters_inputs_kept_with_reason(model, x):
     offload_pass.offload_modules(model, model)
     plan = compile_and_plan(model, x)
-    reasons = {e.name: e.reason for e in plan.entries}
-    assert reasons["primals_2"] == "graph input"
-    assert reasons["primals_3"] == "parameter or buffer"
+    reasons = {e.name: e.code for e in plan.entries}
+    assert reasons["primals_2"] == Reason.GRAPH_INPUT
+    assert reasons["primals_3"] == Reason.PARAMETER
     assert all(e.decision == "keep" for e in plan.entries if e.op == "placeholder")
 
 
@@ -139,16 +143,16 @@ class RegionModel(nn.Module):
 
 
 def saved_decisions(plan):
-    return {e.module: (e.decision, e.reason) for e in plan.entries if e.op == "aten.addmm"}
+    return {e.module: (e.decision, e.code, dict(e.detail)) for e in plan.entries if e.op == "aten.addmm"}
 
 
 def test_region_and_nested_opt_out():
     x = torch.randn(8, 16)
     backend = assert_same_training(RegionModel(), lambda m: None, (x,))
     assert saved_decisions(backend.plans[-1]) == {
-        "l0": ("offload", "offloaded by offload_region(enabled=True)"),
-        "l1": ("keep", "kept by offload_region(enabled=False)"),
-        "l2": ("offload", "offloaded by offload_region(enabled=True)"),
+        "l0": ("offload", Reason.MARKED, {"by": "offload_region(enabled=True)"}),
+        "l1": ("keep", Reason.KEPT_BY_MARK, {"by": "offload_region(enabled=False)"}),
+        "l2": ("offload", Reason.MARKED, {"by": "offload_region(enabled=True)"}),
     }
 
 
@@ -169,9 +173,9 @@ def test_per_tensor_marks_beat_regions():
     x = torch.randn(8, 16)
     backend = assert_same_training(TensorMarkModel(), lambda m: None, (x,))
     assert saved_decisions(backend.plans[-1]) == {
-        "l0": ("offload", "offloaded by mark_offload"),
-        "l1": ("keep", "kept by mark_not_offload"),
-        "l2": ("offload", "offloaded by offload_region(enabled=True)"),
+        "l0": ("offload", Reason.MARKED, {"by": "mark_offload"}),
+        "l1": ("keep", Reason.KEPT_BY_MARK, {"by": "mark_not_offload"}),
+        "l2": ("offload", Reason.MARKED, {"by": "offload_region(enabled=True)"}),
     }
 
 
@@ -187,7 +191,7 @@ def test_marks_in_eager_cost_nothing():
 def test_unmarked_model_offloads_nothing(model, x):
     plan = compile_and_plan(model, x)
     assert plan.offloaded == [] and plan.offloaded_bytes == 0
-    assert all(e.reason in {"not marked", "graph input", "parameter or buffer"} for e in plan.entries)
+    assert all(e.code in {Reason.NOT_MARKED, Reason.GRAPH_INPUT, Reason.PARAMETER} for e in plan.entries)
 
 
 def test_plan_table_is_readable(model, x):

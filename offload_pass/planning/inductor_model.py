@@ -24,9 +24,8 @@ __all__ = ["fused_away", "in_place_slots", "is_extern", "safe_slots"]
 
 
 # Gathers that Inductor lowers to pointwise loads with computed indices: they
-# fuse like pointwise ops. On an H100 MoE stack, the residual gradient sum
-# read by each layer's token gather was never written to memory; Inductor
-# recomputed it in every gather's kernel and kept the summands alive.
+# fuse like pointwise ops, so what they read may never be written to memory
+# (Inductor recomputes it in every gather's kernel and keeps its inputs alive).
 _INDIRECT_POINTWISE = {
     torch.ops.aten.index.Tensor,
     torch.ops.aten.index_select.default,
@@ -132,9 +131,9 @@ def in_place_slots(nodes: Sequence[fx.Node]) -> list[bool]:
     after it in the code Inductor generates? Only after a node that Inductor
     emits where it stands (``_emitted_in_place``): an op placed after a
     pointwise node runs before that node's kernel, which is emitted where its
-    result is first needed. On an H100 a reload placed after a ``cat`` ran
-    before the cat's kernel, with the cat's inputs and output alive. Views
-    and getitems emit no kernel: after them, as after the last node before
+    result is first needed (a reload placed after a ``cat`` runs before the
+    cat's kernel, with the cat's inputs and output alive). Views and
+    getitems emit no kernel: after them, as after the last node before
     them."""
     slots, pending = [], False
     for node in nodes:

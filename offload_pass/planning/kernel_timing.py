@@ -2,22 +2,18 @@
 
 Takes: a graph's nodes (a CUDA graph before the rewrite). Gives: a
 ``KernelTime`` per node name for the nodes whose op is an extern kernel
-(matmuls, attention, grouped GEMMs, convolutions), each signature (op,
+(matmuls, attention, grouped GEMMs, convolutions): each signature (op,
 sizes, strides, dtypes) run on the device once, on random inputs of its
-shape: its time on the device (CUDA events) and the host's time to issue it
-(the wall clock around the same calls; under the profiler on an H200 a
-cuDNN attention's host path took 150-280 us, five Triton launches' worth or
-more, and where the device outruns the host that is the step's time), kept
-in ``REGISTRY.kernel_times``. The other nodes (pointwise and reductions,
-which Inductor fuses into kernels of its own) keep the cost model's
-estimate.
+shape, for its time on the device (CUDA events) and the host's time to issue
+it (the wall clock around the same calls), kept in ``REGISTRY.kernel_times``.
+The other nodes (pointwise and reductions, which Inductor fuses into kernels
+of its own) keep the cost model's estimate.
 
 Why: the roofline estimate of a GEMM assumes the peak matmul throughput the
-device profile measured on 4096x4096; real shapes (a 2048x5632 MLP, an
-attention kernel's backward, 16 small expert GEMMs) run well below it, and
-these kernels carry most of a transformer step's time. Measuring them is
-what the step simulator's time prediction rests on (issue: measured, not
-estimated, times).
+device profile measured on 4096x4096; real shapes run well below it, and
+these kernels carry most of a transformer step's time. An extern kernel's
+host path can also cost several launches, which is the step's time where
+the device outruns the host.
 """
 
 from __future__ import annotations

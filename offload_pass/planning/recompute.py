@@ -7,10 +7,9 @@ the step simulator's prediction of its rewritten step; the saved tensors of
 the first partition and the names the chosen one saves. Gives: the trial to
 keep, the plan entries of the tensors it recomputes instead of saving, and,
 for a re-plan under a calibration, the levels an earlier plan's trials show
-out of reach (``levels_out_of_reach``: each level costs a partition, and on
-an 8-layer HF Llama the partitions of an unreachable budget took minutes),
-and of those, the ones to partition after all where nothing the re-plan
-tried reaches the budget (``levels_to_retry``).
+out of reach (``levels_out_of_reach``: each level costs a partition, which
+takes minutes on a large model) and of those, the ones to partition after
+all where nothing the re-plan tried reaches the budget (``levels_to_retry``).
 
 Why this way: the partitioner already knows how to recompute (its knapsack
 over recomputable ops, the activation-checkpointing policies it honours);
@@ -26,9 +25,10 @@ import dataclasses
 from typing import Callable, Optional, Sequence
 
 from offload_pass.enums import Decision, SavedKind
-from offload_pass.planning.plan import PlanEntry
+from offload_pass.planning.offload_plan import PlanEntry
+from offload_pass.planning.reasons import Reason, detail
 from offload_pass.planning.saved_set import SavedTensor
-from offload_pass.units import format_bytes
+from offload_pass.planning.trial import Trial
 
 __all__ = [
     "RECOMPUTE_LEVELS", "REACH_MARGIN", "SAME_SET_MARGIN", "Trial", "choose_trial", "levels_out_of_reach",
@@ -36,45 +36,23 @@ __all__ = [
 ]
 
 # PyTorch's activation_memory_budget, from light to full recompute. The
-# partitioner's own peaks are not monotone in it (measured on the H100,
-# docs/benchmarks.md), so every level is tried and judged by the prediction.
+# partitioner's own peaks are not monotone in it, so every level is tried
+# and judged by the prediction.
 RECOMPUTE_LEVELS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
 # How far over the budget (a share of it) an earlier trial's peak, moved by
 # the new calibration's peak offset, must stand for a re-plan to skip its
 # level: offload on a partition is planned under new node times and copy
 # bandwidths, which move the lowest peak it reaches a little (copies queue
-# differently), never by this much on the models measured.
+# differently), by far less than this.
 REACH_MARGIN = 0.03
 # How far above a saved set's size ratio (``saved_again_above``) a level must
 # stand to be skipped as saving that set again. The ratio is the final saved
 # set's; a knapsack level chose its set by its own estimate of the bytes,
-# which PyTorch notes is usually a little above what is then saved (on the
-# models tried, equal to the third decimal).
+# which PyTorch notes is usually a little above what is then saved.
 SAME_SET_MARGIN = 0.02
 # A calibration's peak offset for the partition of a recompute level
 # (``Calibration.offset_for``; None: the first partition).
 OffsetFor = Callable[[Optional[float]], int]
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One partition with offload planned on it, as the step simulator predicts it."""
-
-    level: Optional[float]  # activation_memory_budget it was partitioned under; None: the default (1.0)
-    step_ms: float
-    peak: int  # predicted: the memory timeline's peak plus the calibration's peak_offset
-    peak_offset: int = 0  # the calibration's offset counted into ``peak``
-    copied_bytes: Optional[int] = None  # the bytes its offload plan copies to the host; None: not known
-
-    def peak_at(self, peak_offset: int) -> int:
-        """The trial's peak under another calibration's offset: its timeline's
-        peak plus ``peak_offset`` (the offload planned on it left as it was)."""
-        return self.peak - self.peak_offset + peak_offset
-
-    def describe(self) -> str:
-        level = "1.0 (none)" if self.level is None else f"{self.level:g}"
-        copied = f", {format_bytes(self.copied_bytes)} copied" if self.copied_bytes else ""
-        return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}{copied}"
 
 
 def choose_trial(trials: Sequence[Trial], budget: int) -> Trial:
@@ -101,20 +79,12 @@ def search_goes_on(tried: Sequence[Trial], budget: int) -> bool:
 
     A deeper level recomputes more but needs fewer copies to reach the
     budget, so the reaching levels' steps fall while the copies dominate
-    and rise once the recompute does; stopping at the first reaching level
-    kept a copy-bound plan (the decoder at budget 0.4, H200: level 0.9 with
-    15 copies, measured 1.62 x plain Inductor's step, twenty-seventh
-    session; where 0.9 had missed the budget, level 0.6 reached it with 8
-    copies at 1.28 x, twenty-fifth session). That holds where a deeper
-    level saves less, and PyTorch's partitioner does not always: on a
-    ResNet-50 at budget 0.6 (H200, thirty-first session) its level 0.5
-    saved more than 0.9, needed copies for it, and was predicted 3 x
-    slower; the search stopped there and kept 0.9 with its copies
-    (measured 1.36 x), where its level 0.4 saves less than either and ran
-    at 1.10 x without a copy (PyTorch's own recompute(0.4)). A level that
-    did worse for its copies says nothing about the recompute of the levels
-    below it: the search goes on past it. Trials whose copied bytes are not
-    known stop it as before."""
+    and rise once the recompute does: stopping at the first reaching level
+    can keep a copy-bound plan. Nor does a deeper level always save less
+    (PyTorch's partitioner can save more at 0.5 than at 0.9), so a level
+    that did worse for its copies says nothing about the recompute of the
+    levels below it: the search goes on past it. Trials whose copied bytes
+    are not known stop it."""
     reaching = [t for t in tried if t.peak <= budget]
     if not reaching:
         return True
@@ -145,12 +115,9 @@ def saved_again_above(saved_bytes: int, first_bytes: int, inputs_bytes: int) -> 
     smaller budget it still fits by the knapsack's own size estimate,
     which ``SAME_SET_MARGIN`` allows for. So the set saved at level b is
     saved again at every level in (ratio + margin, b] but 0; each such
-    level costs a partition (seconds to tens of seconds on a ResNet-50)
-    only to be found a duplicate. On this CPU a ResNet-50-shaped network's
-    partitions saved one set from 0.99 down to 0.6 (ratio 0.567), an
-    in-house decoder's from 0.99 down to 0.7 (ratio 0.648); every knapsack
-    level's ratio stood just under its level; ``tests/test_recompute.py``
-    checks it on two models, every level from 0.99 to 0."""
+    level costs a partition (seconds to tens of seconds on a large model)
+    only to be found a duplicate; ``tests/test_recompute.py`` checks the
+    rule on two models, every level from 0.99 to 0."""
     if first_bytes <= inputs_bytes:
         return None
     return (saved_bytes - inputs_bytes) / (first_bytes - inputs_bytes) + SAME_SET_MARGIN
@@ -180,11 +147,10 @@ def levels_to_retry(skipped: Sequence[Trial], lowest_peak: int, offset_for: Offs
     keeps the lowest predicted peak (``choose_trial``), so the levels it
     skipped as out of reach (``skipped``, from ``levels_out_of_reach``)
     count again: those whose trial, moved to the new calibration's peak
-    offset for its level (``offset_for``), stands below ``lowest_peak`` (the lowest of the trials
-    partitioned). Their predictions are an earlier calibration's; under the
-    new one the kept level may have risen past them (HF Llama at budget 0.4,
-    twenty-fifth session: offload alone re-planned to a predicted 1.38 GiB
-    at 74 ms while the skipped 0.2 stood at 1.35 GiB, 42 ms)."""
+    offset for its level (``offset_for``), stands below ``lowest_peak`` (the
+    lowest of the trials partitioned). Their predictions are an earlier
+    calibration's; under the new one the kept level may have risen past
+    them."""
     return tuple(t for t in skipped if t.peak_at(offset_for(t.level)) < lowest_peak)
 
 
@@ -193,16 +159,13 @@ def recompute_entries(
 ) -> list[PlanEntry]:
     """The activations the first partition saved that ``trial``'s partition
     does not: the partitioner recomputes them in backward. Their entries
-    from the first plan, with decision ``recompute`` and the reason."""
+    from the first plan, with decision ``recompute`` (``Reason.RECOMPUTED``)."""
     if trial.level is None:
         return []
     activations = {t.name for t in first_saved if t.kind == SavedKind.ACTIVATION}
-    reason = (
-        f"recomputed in backward: partitioned under activation_memory_budget={trial.level:g} "
-        f"to reach the budget (predicted peak {format_bytes(trial.peak)})"
-    )
+    values = detail(level=trial.level, peak=trial.peak)
     return [
-        dataclasses.replace(e, decision=Decision.RECOMPUTE, reason=reason)
+        dataclasses.replace(e, decision=Decision.RECOMPUTE, code=Reason.RECOMPUTED, detail=values)
         for e in first_entries
         if e.name in activations and e.name not in saved_now
     ]
@@ -212,9 +175,7 @@ def newly_saved(first_saved: Sequence[SavedTensor], entries: Sequence[PlanEntry]
     """The tensors a partition under a recompute level saves that the first
     partition did not (``entries``: the kept partition's plan, before its
     ``recompute`` entries join it): what the backward recomputes from. They
-    take back part of what the recomputed tensors free (the decoder at level
-    0.9, H200: 1504 MiB no longer saved, 352 MiB newly saved, 1152 MiB less
-    in all, as PyTorch's own partition at 0.8), so a report of the
+    take back part of what the recomputed tensors free, so a report of the
     recomputed bytes alone overstates what recompute saves."""
     first = {t.name for t in first_saved}
     return tuple(e.name for e in entries if e.name not in first)

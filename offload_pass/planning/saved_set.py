@@ -62,9 +62,9 @@ class SavedTensor:
     # A view laid densely over its whole storage from offset 0 (a reshape or
     # permute of all of it): copying the owner moves exactly its bytes, and
     # Inductor then computes the owner in its own layout, as without offload
-    # (an offload op reading the reshape of an unrealized pointwise made
-    # Inductor compute it in the reshaped layout instead: another loop,
-    # scalar instead of vector exp, gradients one ulp off; random draw 3991).
+    # (an offload op reading the reshape of an unrealized pointwise would make
+    # Inductor compute it in the reshaped layout instead: another loop, and
+    # gradients that can differ in the last bit).
     spans_storage: bool = False
 
 

@@ -29,6 +29,7 @@ from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.schedules import release_schedule, reload_ceiling, reload_schedule
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
+from offload_pass.planning.reasons import Reason, detail
 from offload_pass.planning.selection import StepWithoutOffload, candidates, choose_auto, choose_for_budget
 from offload_pass.planning.step_model import NodeTimes, StepPrediction, copy_op_costs
 from offload_pass.planning.timeline import Timeline
@@ -107,6 +108,23 @@ def schedule_copies(
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
     if config.schedule != ScheduleKind.COST or not plan.groups:
         return Schedule(plan)
+    return _place_copies(fw_gm, bw_gm, plan, timeline, lifetimes, times, profile, config, target)
+
+
+def _place_copies(
+    fw_gm: fx.GraphModule,
+    bw_gm: fx.GraphModule,
+    plan: OffloadPlan,
+    timeline: Timeline,
+    lifetimes: dict[str, CopyLifetime],
+    times: NodeTimes,
+    profile: DeviceProfile,
+    config: OffloadConfig,
+    target: Optional[int],
+) -> Schedule:
+    """schedule="cost": each release and reload of ``plan``'s copies, placed
+    under the ideal's peak (the reloads up to ``reload_ceiling``, never past
+    the budget ``target`` on the timeline), and recorded on the plan."""
     chosen = [lifetimes[g.storage] for g in plan.groups]
     # The ideal: each copy off the device from its last forward use to its
     # first backward use. Its peak is the ceiling the releases may not lift,
@@ -148,7 +166,7 @@ def _select(
     if config.mode == Mode.AUTO and forced is not None:
         chosen = [c for c in pool if c.key in forced]
         note = f"mode=auto (max_overhead {config.max_overhead:.1%}; copies measured within it before)"
-        reason = "not chosen by mode=auto: a set of copies measured within max_overhead runs"
+        why = (Reason.AUTO_MEASURED_SET, ())
     elif config.mode == Mode.AUTO:
         # Below 0 (plain Inductor measured faster than predicted by more
         # than max_overhead) no copy fits.
@@ -162,7 +180,7 @@ def _select(
                 f"mode=auto (max_overhead {config.max_overhead:.1%} of plain Inductor's step as measured: "
                 f"{max_overhead:+.1%} over the step without offload as predicted{retried})"
             )
-        reason = f"not chosen by mode=auto: no gain at the peak within max_overhead={config.max_overhead}"
+        why = (Reason.AUTO_NOT_CHOSEN, detail(max_overhead=config.max_overhead))
     else:
         if budget is None:
             raise ValueError("schedule_copies: mode='budget' needs the budget in bytes (budget_bytes)")
@@ -175,9 +193,9 @@ def _select(
             )
             on_timeline = f"; {format_bytes(budget - peak_offset)} on the memory timeline, {missed} at the measured peak"
         note = f"mode=budget ({format_bytes(budget)}{on_timeline})"
-        reason = "not chosen by mode=budget: not needed to reach the budget"
+        why = (Reason.BUDGET_NOT_NEEDED, ())
     keys = {c.key for c in chosen}
-    plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, reason)
+    plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, *why)
     plan.selection = f"{note}: chose {len(chosen)} of {len(pool)} copies"
     return plan
 
@@ -193,10 +211,9 @@ def budget_bytes(config: OffloadConfig, without_offload: StepPrediction) -> Opti
     """mode="budget": ``memory_budget`` in bytes, a fraction of the peak the
     memory timeline predicts without offload (plain Inductor's partition) or
     bytes; else None. A calibration's ``peak_offset`` stays out of it: it is
-    what the timeline missed on the partition the device measured (on HF
-    Llama at budget 0.6, a recomputing one: 50 MiB), not on plain Inductor's,
-    whose timeline was within 0.3 %; counted in, it lifted the budget itself
-    and the re-planned step ended 1.8 % over the peak asked for."""
+    what the timeline missed on the partition the device measured (a
+    recomputing one, say), not on plain Inductor's; counted in, it would
+    lift the budget itself."""
     budget = config.memory_budget
     if config.mode != Mode.BUDGET:
         return None

@@ -6,41 +6,26 @@ or before it for the step without offload), their memory timeline
 (``timeline.simulate_step``), the time of each node (``NodeTimes``) and the
 copy bandwidths of a ``DeviceProfile``. Gives: a ``StepPrediction``.
 
-The model follows the runtime ops (``runtime/ops.py``) in graph order. The
-compute stream runs the nodes one after the other. ``offload`` queues its
-copy on the device->host stream behind the copies before it, from the moment
-the compute stream reaches it; ``release`` makes the compute stream wait for
-that copy to land. ``reload`` queues on the host->device stream behind the
-compute stream's work so far (every copy-out has a release in the forward,
-``rewriting/invariants.py`` checks it, so its copy has landed by then);
-``wait_reload`` makes the compute stream wait for it. The step is the compute stream's end;
-the peak is the timeline's (the same graphs, so the same points).
+Streams: the compute stream runs the nodes in graph order. ``offload`` queues
+its copy on the device->host stream from where the compute stream reaches
+it; ``release`` waits for that copy to land. ``reload`` queues on the
+host->device stream behind the compute stream's work so far; ``wait_reload``
+waits for it. The step is the compute stream's end; the peak is the
+timeline's.
 
-A host clock runs beside the streams: the host issues the nodes in graph
-order, each after its own host time (``NodeTimes.host_forward`` /
-``host_backward``: a kernel's launch, an extern kernel's measured call, a
-runtime op's Python and copies), and no stream runs a node before the host
-has issued it. Where the device outruns the host (HF Llama at batch 1: the
-forward's kernels take 10 ms, its host 4-9 ms, unevenly), the compute
-stream idles, and a copy's host time (``offload``: four launches' worth) is
-step time there although the device has nothing to wait for. The forward
-starts with both clocks at 0 (a step starts on an idle device); the
-backward's host starts where the compute stream starts the backward, or
-later where the host is behind: a lead the host built over the forward is
-not carried into the backward (pessimistic where the host is ahead; a
-synchronized HF Llama step on the H200 had its device idle 1 ms at the
-backward's start, waiting for the host), the same rule with offload and
-without. A calibration may add a time per runtime op of each phase on the
-compute stream (``NodeTimes.forward_op_ms`` / ``backward_op_ms``): what a
-measured phase took past the device's speed and the host clock, idle the
-ops cost.
+Host clock: the host issues the nodes in order, each after its own host
+time (a launch, an extern kernel's measured call, a runtime op's Python and
+copies, ``RUNTIME_OP_LAUNCHES``), and no node runs before it is issued: where
+the device outruns the host the compute stream idles, and a copy's host time
+is step time. Each phase starts with the host no further ahead than the
+compute stream (a lead built over the forward is not carried into the
+backward), with offload and without. A calibration may add a time per
+runtime op of each phase (``NodeTimes.forward_op_ms`` / ``backward_op_ms``).
 
 ``NodeTimes`` come from the cost model's estimates (``estimate_node_ms``),
-the extern kernels' measured on CUDA (``kernel_timing``, unless
-``OffloadConfig.measure_kernels=False``); nodes the rewrite adds cost no
-compute time, and the host ``RUNTIME_OP_LAUNCHES`` launches each. The selection (``selection``)
-searches with a coarser model of the same streams over the graphs before the
-rewrite; its numbers choose, this one reports.
+the extern kernels' measured on CUDA (``kernel_timing``); nodes the rewrite
+adds cost no compute time. The selection searches with a coarser model of
+the same streams (``selection_model``); its numbers choose, this one reports.
 """
 
 from __future__ import annotations
@@ -61,9 +46,9 @@ _ops = torch.ops.offload_pass
 __all__ = ["RUNTIME_OP_LAUNCHES", "NodeTimes", "StepPrediction", "copy_op_costs", "node_times", "predict_step"]
 
 # The host's time of each runtime op, in small-kernel launches
-# (``DeviceProfile.host_launch_us``): ``benchmarks/op_host_cost.py`` on one
-# machine (sixth session of 2026-11-25: 34.5, 7.3, 24.8 and 4.6 us against
-# 8.7 for ``aten.add``); a calibration scales them with the rest of the host.
+# (``DeviceProfile.host_launch_us``), as ``benchmarks/op_host_cost.py``
+# measures them against one ``aten.add``; a calibration scales them with the
+# rest of the host.
 RUNTIME_OP_LAUNCHES = {"offload": 4.0, "release": 0.85, "reload": 2.85, "wait_reload": 0.55}
 
 

@@ -1,21 +1,18 @@
 """Simulated device-memory timeline of one training step.
 
 Takes: a forward and a backward graph module (before or after the rewrite).
-Gives: the bytes of device tensors alive at each node of the forward, then
-of the backward, from the fake tensors' sizes and the graphs' last uses (views
-share their base's storage; host tensors do not count; the forward's inputs
-(parameters, the batch) are outside the step and do not count either; the
-backward's own inputs, the gradients it receives (its tangents), count from
-its start to its end: the autograd engine holds them until the backward
-returns; a pointwise result whose
-users all fuse it, as Inductor does, is never in memory and keeps its inputs
-alive until those users run). Each point is the most a node holds at
-once: its outputs (all of a multi-output op's at the op) and scratch
-memory (``register_workspace``) on top of everything alive before it,
-its inputs included; what dies there is freed after it. The plan uses the
-difference of two such peaks as the reduction it expects, the measured one is
-compared against (R), and the memory-timeline notebook draws it where there
-is no GPU.
+Gives: the bytes of device tensors alive at each node of the forward, then of
+the backward, from the fake tensors' sizes and the graphs' last uses. Views
+share their base's storage; host tensors do not count, nor do the forward's
+inputs (parameters, the batch: outside the step); the backward's tangents
+count from its start to its end (the autograd engine holds them until the
+backward returns); a pointwise result whose users all fuse it, as Inductor
+does, is never in memory and keeps its inputs alive until those users run.
+Each point is the most a node holds at once: its outputs and scratch memory
+(``register_workspace``) on top of everything alive before it, its inputs
+included; what dies there is freed after it. The plan takes the difference
+of two such peaks as the reduction it expects, which the measured one is
+compared against.
 """
 
 from __future__ import annotations
@@ -159,10 +156,10 @@ def _walk(
         elif is_tangent(node):
             nbytes = _tensor_bytes(node.meta.get("val"), count_cpu)
             if nbytes:
-                # The gradients a backward receives (HF Llama: the loss's, and
-                # zeros for the logits and the KV cache it also returns, 320 MiB
-                # on the H100) are allocated before it runs and freed only when
-                # it returns, however early the graph last reads them.
+                # The gradients a backward receives (the loss's, and zeros for
+                # other outputs such as logits or a KV cache) are allocated
+                # before it runs and freed only when it returns, however early
+                # the graph last reads them.
                 live[key(node)] = nbytes
                 last_use[key(node)] = len(nodes)
     carried: dict[str, tuple[str, int]] = {}

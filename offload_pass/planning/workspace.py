@@ -28,9 +28,9 @@ log = logging.getLogger(__name__)
 
 # Scratch memory an op allocates and frees inside itself, by op: a function
 # of the node giving bytes, kept in ``REGISTRY.workspaces``. The simulation
-# cannot see inside an op, and on an H100 such scratch made the step's peak
-# (cuDNN attention backward: 64.5 MiB; the grouped MLP backward's fp32
-# activation gradient: 144 MiB per layer at hidden 2048).
+# cannot see inside an op, and such scratch can make the step's peak (an
+# attention backward's fp32 accumulators, a grouped MLP backward's fp32
+# activation gradient).
 
 
 def register_workspace(op: object, bytes_of: Callable[[fx.Node], int]) -> None:
@@ -60,8 +60,7 @@ def workspace_bytes(node: fx.Node, count_cpu: bool) -> int:
 
 def _attention_backward_workspace(node: fx.Node) -> int:
     # Flash-style backward kernels (cuDNN, FlashAttention-2) accumulate dq in
-    # fp32 and keep one fp32 row statistic per query: measured 64.5 MiB for
-    # q = 2x16x4096x128 (cuDNN, H100).
+    # fp32 and keep one fp32 row statistic per query.
     q = node.args[1].meta.get("val") if isinstance(node.args[1], fx.Node) else None
     if not isinstance(q, torch.Tensor) or q.device.type != "cuda":
         return 0

@@ -1,0 +1,204 @@
+"""Where each copy's release goes in the forward.
+
+Takes: the forward's node times (the step simulator's), the device bytes
+alive at each forward node with every copy freed right after its last
+forward use, the copies (``CopyOut``: bytes, producer, last forward use),
+the device->host bandwidth and the ceiling memory may not pass. Gives
+``schedule_releases`` (pure, over those numbers: a release goes where its
+copy is predicted to have landed, earlier only where the copies held would
+lift memory over the ceiling) and ``release_schedule`` (the same on a real
+forward graph, releases only at slots that split no fused kernel,
+``inductor_model``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import torch.fx as fx
+
+from offload_pass.planning.cost_model import DeviceProfile
+from offload_pass.planning.inductor_model import safe_slots
+from offload_pass.planning.lifetimes import CopyLifetime
+from offload_pass.planning.reload_points import RELOAD_MARGIN
+
+__all__ = ["CopyOut", "release_schedule", "schedule_releases"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyOut:
+    key: str  # the copy's storage name
+    nbytes: int
+    issued: int  # index of the node after which the copy starts (its producer)
+    free_from: int  # first index after which the release may go (last forward use)
+
+
+def schedule_releases(
+    node_ms: Sequence[float],
+    base_live: Sequence[int],
+    copies: Sequence[CopyOut],
+    d2h_bytes_per_ms: float,
+    ceiling: int,
+    margin: float = RELOAD_MARGIN,
+    safe: Optional[Sequence[bool]] = None,
+) -> dict[str, int]:
+    """For each forward copy, the index of the node its release goes after.
+
+    ``base_live[i]``: device bytes at forward node i with every offloaded
+    tensor freed right after ``free_from``. ``safe[i]``: may a release go
+    after node i without splitting a fused kernel (default: everywhere).
+
+    Copies run one after the other on the device->host stream from the end of
+    their producer, so they land in issue order. The forward is walked in
+    order on an estimated clock that includes the waits the releases cause.
+    After each safe node, every copy past its last forward use that has
+    landed is released: the compute stream's wait for it costs nothing.
+    Holding a copy keeps its bytes alive; before a node where the copies
+    still held would lift memory above ``ceiling``, the oldest of them are
+    released at the last safe slot before it, as few as bring memory under
+    the ceiling (the compute stream then waits for the newest of those).
+    Oldest first because they land first, so the wait is the shortest, and
+    because waiting for one copy waits for every older one too: releasing
+    those at the same point costs nothing more. A release never goes before
+    ``free_from``; what is left at the end is released after the last node.
+    """
+    last = len(node_ms) - 1
+    if last < 0:
+        return {}
+    safe = list(safe) if safe is not None else [True] * len(node_ms)
+    safe[last] = True
+    order = sorted(copies, key=lambda c: c.issued)
+    issued_at: dict[int, list[CopyOut]] = {}
+    for c in order:
+        issued_at.setdefault(c.issued, []).append(c)
+    rank = {c.key: i for i, c in enumerate(order)}
+    walk = _ReleaseWalk(base_live, ceiling, safe, rank, margin, d2h_bytes_per_ms)
+    for k, ms in enumerate(node_ms):
+        walk.release_over_ceiling(k)
+        walk.run(ms, issued_at.get(k, ()))
+        if safe[k]:
+            walk.release_landed(k, k == last)
+    for c in walk.held:  # last used by the last node
+        walk.release[c.key] = max(c.free_from, last)
+    return walk.release
+
+
+@dataclasses.dataclass
+class _ReleaseWalk:
+    """``schedule_releases``' walk over the forward on an estimated clock:
+    the copies issued and not released, when each lands, the end of each node
+    walked (waits included) and the releases placed."""
+
+    base_live: Sequence[int]
+    ceiling: int
+    safe: list[bool]
+    rank: dict[str, int]  # each copy's place in issue order
+    margin: float
+    d2h_bytes_per_ms: float
+    # Issued and not released, in issue order.
+    held: list[CopyOut] = dataclasses.field(default_factory=list)
+    landed: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The estimated end of each node walked, waits included.
+    ends: list[float] = dataclasses.field(default_factory=list)
+    release: dict[str, int] = dataclasses.field(default_factory=dict)
+    clock: float = 0.0
+    stream_free: float = 0.0
+    held_bytes: int = 0  # the bytes of ``held``
+
+    def release_over_ceiling(self, k: int) -> None:
+        """Before node k: where the copies held would lift memory above the
+        ceiling, release the oldest, as few as bring it under, at the last
+        safe slot before k; the clock waits for the newest of them."""
+        # Every copy held within the ceiling: none of them can lift it over
+        # (the selection's searches walk this once per node per set tried).
+        if self.base_live[k] + self.held_bytes > self.ceiling:
+            self._release_over(k)
+
+    def _release_over(self, k: int) -> None:
+        holding = [c for c in self.held if c.free_from < k]
+        over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
+        slot = k - 1
+        while slot >= 0 and not self.safe[slot]:
+            slot -= 1
+        if over > 0 and slot >= 0:
+            newest = _newest_to_release(holding, over, slot)
+            if newest is not None:
+                newest_rank = self.rank[newest.key]
+                oldest = [c for c in self.held if c.free_from <= slot and self.rank[c.key] <= newest_rank]
+                self._release(oldest, slot)
+                # The compute stream waits after ``slot`` for the newest one;
+                # what ran since then runs that much later.
+                self.clock += max(0.0, self.landed[newest.key] - self.ends[slot])
+
+    def run(self, ms: float, issued: Sequence[CopyOut]) -> None:
+        """The next node runs for ``ms``; then the copies it produces start."""
+        self.clock += ms
+        self.ends.append(self.clock)
+        for c in issued:
+            self.stream_free = max(self.clock, self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
+            self.landed[c.key] = self.stream_free
+            self.held.append(c)
+            self.held_bytes += c.nbytes
+
+    def release_landed(self, k: int, last: bool) -> None:
+        """After safe node k: every copy past its last forward use that has
+        landed (every one, after the ``last`` node). ``held`` is in issue
+        order and the copies land in that order: the first not landed ends
+        the look."""
+        landed = []
+        for c in self.held:
+            if not last and self.landed[c.key] > self.clock:
+                break
+            if c.free_from <= k:
+                landed.append(c)
+        self._release(landed, k)
+
+    def _release(self, copies: list[CopyOut], slot: int) -> None:
+        for c in copies:
+            self.release[c.key] = slot
+            self.held.remove(c)
+            self.held_bytes -= c.nbytes
+
+
+def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[CopyOut]:
+    """The newest of the oldest copies in ``holding`` (in issue order) whose
+    release may go after ``slot`` and that free ``over`` bytes together (as
+    many as there are, if fewer do); None if none may go there."""
+    newest, freed = None, 0
+    for c in holding:
+        if freed >= over:
+            break
+        if c.free_from <= slot:
+            newest, freed = c, freed + c.nbytes
+    return newest
+
+
+def release_schedule(
+    fw_gm: fx.GraphModule,
+    lifetimes: Sequence[CopyLifetime],
+    forward_live: Sequence[int],
+    ceiling: int,
+    profile: DeviceProfile,
+    node_ms: Sequence[float],
+) -> dict[str, str]:
+    """The cost model's release points for one forward graph: ``{storage:
+    name of the forward node its release goes after}``.
+
+    ``forward_live[i]``: predicted device bytes at forward node i with every
+    offloaded tensor freed right after its last forward use. ``node_ms``:
+    the time of each node (output aside), the step simulator's
+    (``NodeTimes.ordered``), so that releases go where the simulator that
+    chose the copies predicts them.
+    """
+    nodes = [n for n in fw_gm.graph.nodes if n.op != "output"]
+    copies = [CopyOut(lt.storage, lt.nbytes, lt.produced, lt.last_forward_use) for lt in lifetimes]
+    # A release inside a fused chain would split its kernel (one more round
+    # trip to memory, and in low precision another rounding): releases go
+    # after the chain, or before it where after would lift memory above the
+    # ceiling.
+    safe = safe_slots(nodes)
+    release = schedule_releases(
+        node_ms[: len(nodes)], forward_live, copies, profile.bytes_per_ms("d2h"), ceiling, safe=safe
+    )
+    return {key: nodes[i].name for key, i in release.items()}

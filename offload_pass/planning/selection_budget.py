@@ -1,0 +1,181 @@
+"""mode="budget"'s selection: reach a peak budget with the least step time.
+
+Takes: a ``StepWithoutOffload``, the ``Candidate`` copies and the budget in
+bytes. Gives ``choose_for_budget``: the chosen copies with the search
+model's ``Estimate`` of their step; where the budget is out of reach, the
+lowest peak found (the caller compares it with the budget). Greedy
+searches; ``tests/test_selection.py`` checks them against brute force on
+small cases.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Optional, Sequence
+
+from offload_pass.planning.selection_model import ideal_off, simulate_offload
+from offload_pass.planning.selection_step import Candidate, Estimate, StepWithoutOffload
+
+__all__ = ["OUT_OF_REACH_MARGIN", "choose_for_budget"]
+
+# How far over a budget the lowest peak ``_lowest_peak`` finds may stand for
+# the greedy searches to try it all the same: the lowest peak it finds is
+# seldom more than a few per cent above the lowest of every subset's
+# (``tests/test_selection.py``'s random draws).
+OUT_OF_REACH_MARGIN = 0.10
+
+
+def choose_for_budget(
+    step: StepWithoutOffload, candidates: Sequence[Candidate], budget: int
+) -> tuple[list[Candidate], Estimate]:
+    """The least predicted step time with the peak at most ``budget`` bytes:
+    the better of two greedy searches (``_greedy_for_budget``), one led by
+    the peak, one by the bytes over the budget at every point. If the
+    budget cannot be met, the result is the lowest peak reached; the caller
+    compares it with the budget. Below the ideal peak of every candidate
+    (``_ideal_peak``), no set meets it: ``_lowest_peak``, without a search;
+    nor where the lowest peak that search finds stands over the budget by
+    more than ``OUT_OF_REACH_MARGIN``. That search costs one simulation per
+    candidate; each greedy step costs one per candidate left, and where the
+    budget is out of reach the greedy runs to the last candidate, swaps
+    included: thousands of simulations for the peak the lowest-peak search
+    finds in one pass. Otherwise its set is a third result beside the
+    greedy searches'."""
+    lowest = _lowest_peak(step, candidates)
+    if _ideal_peak(step, candidates) > budget or lowest[1].peak > budget * (1 + OUT_OF_REACH_MARGIN):
+        return lowest
+    results = [_greedy_for_budget(step, candidates, budget, peak_first) for peak_first in (True, False)]
+    results.append(lowest)
+    return min(results, key=lambda r: (r[1].peak > budget, r[1].step_ms if r[1].peak <= budget else r[1].peak))
+
+
+def _ideal_peak(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> int:
+    """The peak with ``chosen`` off the device from each one's last forward
+    use to its first backward use: no set of them has a lower one."""
+    return max((a - b for a, b in zip(step.live, ideal_off(step, chosen))), default=0)
+
+
+def _lowest_peak(step: StepWithoutOffload, candidates: Sequence[Candidate]) -> tuple[list[Candidate], Estimate]:
+    """A budget below every set's ideal peak is out of reach: the set with
+    the lowest peak instead, without the greedy searches (which run to the
+    last candidate there). Every candidate, then each dropped, the last
+    needed in backward first, where that lowers the peak (their reloads,
+    issued early enough to land in time, can lift the backward over the
+    ideal). Only a lower peak drops one: dropping copies for time at an
+    equal peak can walk into a set whose peak this model sees flat and the
+    step simulator does not. On ``tests/test_selection.py``'s random draws
+    the peak found is nearly always the lowest of every subset's."""
+    chosen = list(candidates)
+    current = simulate_offload(step, chosen)
+    for c in sorted(candidates, key=lambda c: (-c.consumer, c.key)):
+        rest = [k for k in chosen if k is not c]
+        p = simulate_offload(step, rest)
+        if p.peak < current.peak:
+            chosen, current = rest, p
+    return chosen, current
+
+
+def _greedy_for_budget(
+    step: StepWithoutOffload, candidates: Sequence[Candidate], budget: int, peak_first: bool
+) -> tuple[list[Candidate], Estimate]:
+    """Add the candidate that removes the most per millisecond it adds (a
+    free one first): with ``peak_first``, peak reduction where some copy
+    lowers the peak; otherwise, and where none does (the peak stands at
+    several points, each copy covering some), the bytes over the budget
+    summed over the points (``Estimate.excess``). When no addition removes
+    any, one swap of a chosen copy for another that lowers the peak. Once the
+    budget is met, copies it is met without are dropped."""
+    run = functools.partial(simulate_offload, step)
+    chosen: list[Candidate] = []
+    current = run([])
+    remaining = list(candidates)
+    last_score = {c.key: _NEVER_SCORED for c in remaining}
+    while current.peak > budget and remaining:
+        best = _best_addition(chosen, remaining, current, budget, peak_first, last_score, run)
+        if best is None:
+            # Stuck above the budget: copies queue behind each other, so a
+            # copy chosen early can block a better one. Swap one out for one
+            # not chosen if that lowers the peak, then go on adding.
+            swap = _best_swap(chosen, remaining, current, run)
+            if swap is None:
+                break
+            out, into, current = swap
+            chosen[chosen.index(out)] = into
+            remaining[remaining.index(into)] = out
+            last_score = {c.key: _NEVER_SCORED for c in remaining}
+            continue
+        chosen.append(best[1])
+        remaining.remove(best[1])
+        current = best[2]
+    if current.peak <= budget:
+        chosen, current = _drop_unneeded(chosen, current, budget, run)
+    return chosen, current
+
+
+# A candidate's score before its first evaluation: above every real score.
+_NEVER_SCORED = (True, math.inf)
+_Score = tuple[bool, float]
+
+
+def _best_addition(
+    chosen: list[Candidate],
+    remaining: list[Candidate],
+    current: Estimate,
+    budget: int,
+    peak_first: bool,
+    last_score: dict[str, _Score],
+    run,
+) -> Optional[tuple[_Score, Candidate, Estimate]]:
+    """One step of ``_greedy_for_budget``: the candidate of ``remaining``
+    with the best score, its estimate; None where none lowers what is over
+    the budget. ``last_score`` (updated) holds each candidate's score when
+    last evaluated.
+
+    The candidates are evaluated lazily, in the order of their last score,
+    and the look stops once the best score found is at least the last score
+    of every candidate not evaluated again: a copy mostly gains less once
+    others took part of its bytes. Where one gains more (copies that only
+    lower the peak together), the step can take another; where none is
+    found, every candidate was evaluated. On ``tests/test_selection.py``'s
+    random draws it makes the same choices as evaluating every candidate at
+    every step, with a few times fewer simulations."""
+    best: Optional[tuple[_Score, Candidate, Estimate]] = None
+    over = current.excess(budget)
+    for c in sorted(remaining, key=lambda c: last_score[c.key], reverse=True):
+        if best is not None and best[0] >= last_score[c.key]:
+            break
+        p = run(chosen + [c])
+        peak_gain, excess_gain = current.peak - p.peak, over - p.excess(budget)
+        if excess_gain <= 0:
+            last_score[c.key] = (False, -math.inf)
+            continue
+        cost = max(p.step_ms - current.step_ms, 1e-6)
+        by_peak = peak_first and peak_gain > 0
+        score = (by_peak, (peak_gain if by_peak else excess_gain) / cost)
+        last_score[c.key] = score
+        if best is None or score > best[0]:
+            best = (score, c, p)
+    return best
+
+
+def _drop_unneeded(chosen: list[Candidate], current: Estimate, budget: int, run) -> tuple[list[Candidate], Estimate]:
+    """Drop, newest first, each chosen copy the budget is met without and
+    the step is no slower without: an early pick the later ones made
+    unnecessary."""
+    for c in list(reversed(chosen)):
+        rest = [k for k in chosen if k is not c]
+        p = run(rest)
+        if p.peak <= budget and p.step_ms <= current.step_ms:
+            chosen, current = rest, p
+    return chosen, current
+
+
+def _best_swap(chosen, remaining, current: Estimate, run):
+    best = None
+    for out in chosen:
+        for into in remaining:
+            p = run([c for c in chosen if c is not out] + [into])
+            if p.peak < current.peak and (best is None or (p.peak, p.step_ms) < (best[2].peak, best[2].step_ms)):
+                best = (out, into, p)
+    return best

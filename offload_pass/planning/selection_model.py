@@ -1,0 +1,218 @@
+"""The selection's search model: the step time and peak of one set of copies.
+
+Takes: a ``StepWithoutOffload`` and the ``Candidate``s chosen. Gives
+``simulate_offload(step, chosen)``, an ``Estimate``. Those estimates only
+choose: the plan reports the step simulator's prediction over the rewritten
+graphs (``step_model``).
+
+The model: each copy's runtime ops cost what the step simulator charges
+them (compute-stream time per op, the host's time to issue them where the
+device waits for the host). Copies queue one after the other on the
+device->host stream from the end of their producer. Each is released where
+the rewrite releases it (``schedules.schedule_releases``, the one rule for
+that): once it has landed, or earlier, the compute stream waiting for it,
+where the copies still held would lift memory over the peak of the ideal
+(every copy off from its last forward use); the forward's clock includes
+those waits. A copy's device memory is free from its release until its
+reload is issued. Each reload is issued where the rewrite issues it
+(``schedules.schedule_reloads`` under ``schedules.reload_ceiling``): as late
+as lands it before its consumer, later where memory would rise over the
+ideal's peak plus the reload headroom; reloads queue on the host->device
+stream and the backward waits at a consumer whose reload has not landed.
+The step is forward + backward compute plus those waits and the runtime
+ops' time; the peak is the highest point of memory over the step.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Optional, Sequence
+
+from offload_pass.planning.lifetimes import off_device_points
+from offload_pass.planning.release_points import CopyOut, schedule_releases
+from offload_pass.planning.reload_points import RELOAD_MARGIN, Reload, reload_ceiling, schedule_reloads
+from offload_pass.planning.selection_step import Candidate, Estimate, StepWithoutOffload
+
+__all__ = ["ideal_off", "simulate_offload"]
+
+
+def _forward_with_ops(step: StepWithoutOffload, order: Sequence[Candidate]) -> float:
+    """The forward's end, copy waits aside, with the runtime ops of the
+    copies ``order`` (sorted by producer): each copy's ops cost the compute
+    stream ``copy_ms`` and delay the host by ``copy_host_ms`` for every
+    node after its producer. The device runs a node once it is done with
+    the one before and the host has issued it, so the forward ends at the
+    latest, over the points k, of the host's issue of k plus the device's
+    time from k on (``host_bound``), each moved by the ops before k: their
+    host time, less their compute-stream time (which the device had spent
+    before k anyway), plus every op's compute-stream time."""
+    total = step.fw_end[-1] if step.fw_ms else 0.0
+    ops_ms = len(order) * step.copy_ms
+    if not step.fw_host_ms:
+        return total + ops_ms
+    shift = step.copy_host_ms - step.copy_ms
+    bound = step.host_bound
+    end, start = total, 0
+    for count, c in enumerate(order):
+        end = max(end, bound(start, c.produced) + count * shift)
+        start = c.produced + 1
+    end = max(end, bound(start, len(step.fw_ms) - 1) + len(order) * shift)
+    return end + ops_ms
+
+
+def ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[int]:
+    """Bytes of ``chosen`` off the device at each point if every copy left
+    right after its last forward use and came back just before its first
+    backward use (``lifetimes.ideal_live``'s bound, by its rule)."""
+    delta = [0] * (len(step.live) + 1)
+    for c in chosen:
+        a, b = off_device_points(c.free_from, c.consumer, len(step.fw_ms))
+        delta[a] += c.nbytes
+        delta[b] -= c.nbytes
+    off, total = [], 0
+    for d in delta[:-1]:
+        total += d
+        off.append(total)
+    return off
+
+
+def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
+    """Where the rewrite releases each chosen copy (``order``: sorted by
+    producer) in the forward, and the
+    forward's end with the waits those releases cause. The releases are
+    placed by ``schedules.schedule_releases``, the rule the rewrite itself
+    follows: a copy is released once it has landed, or earlier, with the
+    compute stream waiting for it, where the copies still held would lift
+    memory over the peak of the ideal (every copy off from its last forward
+    use). Copies queue on the device->host stream from the end of their
+    producer on the walked clock, waits included. ``ideal``: the device
+    bytes at each point with the copies off over their ideal intervals."""
+    ceiling = max(ideal, default=0)
+    fast = _released_as_they_land(step, order, ideal, ceiling)
+    return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
+
+
+def _released_as_they_land(
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+) -> Optional[tuple[dict[str, int], float]]:
+    """``_scheduled``'s result where no release has to come early: each copy
+    released after the first node (not before its last forward use) by
+    whose end ``schedule_releases`` deems it landed, the forward waiting
+    only, at its end, for the copies still running. None where the copies
+    held would lift memory over ``ceiling`` somewhere (the search then walks
+    ``schedule_releases`` itself). The common case, and a walk-free one."""
+    fw_end = step.fw_end
+    n_fw = len(fw_end)
+    if not n_fw:
+        return None
+    stream = landed = 0.0
+    margined = 0.0
+    release: dict[str, int] = {}
+    held = [0] * (n_fw + 1)
+    for c in order:
+        duration = c.nbytes / step.d2h_bytes_per_ms
+        stream = max(fw_end[c.produced], stream) + duration
+        landed = max(landed, stream)
+        margined = max(fw_end[c.produced], margined) + RELOAD_MARGIN * duration
+        at = min(bisect.bisect_left(fw_end, margined, c.free_from), n_fw - 1)
+        release[c.key] = at
+        # Held over the ideal before each node after its last forward use, up to its release.
+        held[c.free_from + 1] += c.nbytes
+        held[at + 1] -= c.nbytes
+    extra = 0
+    for k in range(n_fw):
+        extra += held[k]
+        if k and ideal[k] + extra > ceiling:
+            return None
+    return release, max(fw_end[-1], landed)
+
+
+def _scheduled(
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+) -> tuple[dict[str, int], float]:
+    """The releases ``schedule_releases`` places, and the forward walked on
+    the copies' real landing times with the waits they cause."""
+    copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in order]
+    release = schedule_releases(step.fw_ms, ideal[: len(step.fw_ms)], copies, step.d2h_bytes_per_ms, ceiling)
+    issued: dict[int, list[Candidate]] = {}
+    released: dict[int, list[Candidate]] = {}
+    for c in order:
+        issued.setdefault(c.produced, []).append(c)
+        released.setdefault(release[c.key], []).append(c)
+    clock = stream = 0.0
+    landed: dict[str, float] = {}
+    for k, ms in enumerate(step.fw_ms):
+        clock += ms
+        for c in issued.get(k, ()):
+            stream = max(clock, stream) + c.nbytes / step.d2h_bytes_per_ms
+            landed[c.key] = stream
+        for c in released.get(k, ()):
+            clock = max(clock, landed[c.key])
+    return release, clock
+
+
+def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
+    """Estimated step time and peak with ``chosen`` offloaded."""
+    live = step.live
+    n_fw = len(step.fw_ms)
+    fw_total = step.fw_end[-1] if n_fw else 0.0
+    bw_total = step.bw_end[-1] if step.bw_ms else 0.0
+    order = sorted(chosen, key=lambda c: (c.produced, c.key))
+    ideal = [a - b for a, b in zip(live, ideal_off(step, order))] if order else list(live)
+    release, forward_end = _forward(step, order, ideal) if order else ({}, fw_total)
+    forward_wait = max(0.0, forward_end - fw_total)
+    # The waits on the device's clock, added to the forward as the host
+    # and the ops leave it (both, not the larger: a wait late in the
+    # forward does not give back idling early in it).
+    forward_ms = _forward_with_ops(step, order)
+    issue, backward_wait = _backward(step, order, ideal)
+    delta = [0] * (len(live) + 1)
+    for c in chosen:
+        delta[min(release[c.key] + 1, n_fw)] += c.nbytes  # free after the node it is released after
+        if c.key in issue:  # on the device again from where its reload is issued
+            delta[n_fw + issue[c.key]] -= c.nbytes
+    after, off = [], 0
+    for a, d in zip(live, delta):
+        off += d
+        after.append(a - off)
+    total = forward_ms + bw_total + forward_wait + backward_wait + len(issue) * step.reload_ms
+    return Estimate(total, max(after, default=0), forward_wait, backward_wait, tuple(after))
+
+
+def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
+    """Where the rewrite issues the reload of each chosen copy read in
+    backward (``schedules.schedule_reloads`` under
+    ``schedules.reload_ceiling``: as late as lands it before its consumer,
+    later where memory would rise over the ideal's peak plus the headroom),
+    and the backward's waits for them: reloads queue on the host->device
+    stream from where they are issued on the backward's clock, and the
+    backward waits at a consumer for its reload to land."""
+    n_fw, n_bw = len(step.fw_ms), len(step.bw_ms)
+    reloads = sorted(
+        (Reload(c.key, c.nbytes, c.consumer) for c in order if c.consumer < n_bw), key=lambda r: (r.consumer, r.key)
+    )
+    if not reloads:
+        return {}, 0.0
+    ceiling = reload_ceiling(
+        max(ideal, default=0), step.reload_headroom, sum(c.nbytes for c in order), step.reload_target
+    )
+    issue = schedule_reloads(
+        step.bw_ms, ideal[n_fw:], reloads, step.h2d_bytes_per_ms, ceiling, prefetch_bytes=step.prefetch_bytes
+    )
+    # Events in the order the backward meets them: before node k, the
+    # reloads issued there, then the waits of its consumers.
+    events = sorted(
+        [(issue[r.key], 0, r) for r in reloads] + [(r.consumer, 1, r) for r in reloads],
+        key=lambda e: (e[0], e[1]),
+    )
+    start = step.bw_start
+    wait = stream = 0.0
+    landed: dict[str, float] = {}
+    for k, is_use, r in events:
+        clock = start[k] + wait
+        if is_use:
+            wait += max(0.0, landed[r.key] - clock)
+        else:
+            stream = max(clock, stream) + r.nbytes / step.h2d_bytes_per_ms
+            landed[r.key] = stream
+    return issue, wait
