@@ -28,12 +28,11 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
+from offload_pass.marking.roles import MLP_ROLES
 from offload_pass.meta_keys import REQUEST_KEY
 from offload_pass.views import is_view_node, storage_root
 
 __all__ = ["MLP_ROLES", "MlpRoles", "mlp_roles"]
-
-MLP_ROLES = ("act", "fc1", "fc2")
 
 aten = torch.ops.aten
 # Matmuls and the position of their activation operand (the other is the weight).

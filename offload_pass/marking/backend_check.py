@@ -55,7 +55,9 @@ def check_backend_for_marks() -> bool:
 check_backend_traced = torch._dynamo.assume_constant_result(check_backend_for_marks)
 
 
-def warn_once(message: str) -> None:
+def warn_once(message: str, stacklevel: int = 3) -> None:
+    """Warn ``message`` once (until ``MARKS.reset()``); ``stacklevel`` as
+    ``warnings.warn`` counts it from here (3: the caller's caller)."""
     if message not in MARKS.warned:
         MARKS.warned.add(message)
-        warnings.warn(message, stacklevel=3)
+        warnings.warn(message, stacklevel=stacklevel)

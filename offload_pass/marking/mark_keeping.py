@@ -37,12 +37,14 @@ from offload_pass.meta_keys import MARK_KEY
 __all__ = [
     "CACHE_BUCKETS",
     "EagerRegion",
+    "InstalledMark",
     "MARKS",
     "MarkStack",
     "active_mark_key",
     "active_marks",
     "install_forward",
     "mark_key",
+    "marked_forward",
     "restore_forward",
     "skip_frames",
 ]
@@ -150,24 +152,36 @@ def _eager_mark(mark: Mark, what: str, close: Optional[Callable[[], object]] = N
         )
 
 
-# Each installed module mark's dict, by a key of its own (a new key per
-# ``install_forward``; the entry lives as long as the forward holding it).
-# A traced forward passes the key: Dynamo guards a compiled frame on that
-# string (one guard a marked module), where the dict read from the forward's
-# closure would be guarded entry by entry (about 35 guards a marked module,
-# all evaluated before every call's first kernel). Torch 2.11 takes only
-# constants as assume_constant_result arguments, hence a key, not an object.
-_INSTALLED: "weakref.WeakValueDictionary[str, _InstalledMark]" = weakref.WeakValueDictionary()
+# Each installed module mark, by a key of its own (a new key per
+# ``InstalledMark``; the entry lives as long as a forward holds it). A traced
+# forward passes the key: Dynamo guards a compiled frame on that string (one
+# guard a marked module), where the mark's dict would be guarded entry by
+# entry, all evaluated before every call's first kernel. Torch 2.11 takes
+# only constants as assume_constant_result arguments, hence a key.
+_INSTALLED: "weakref.WeakValueDictionary[str, InstalledMark]" = weakref.WeakValueDictionary()
 _INSTALL_COUNT = itertools.count()
 
 
-class _InstalledMark:
-    """A mark's dict in ``_INSTALLED`` (a dict cannot be weakly referenced)."""
+class InstalledMark:
+    """A placed module mark as its forward runs it: the mark, its dict, the
+    key Dynamo guards on. A copy of the module shares it; a pickled one is
+    given a fresh key when loaded (keys are per process)."""
 
-    __slots__ = ("custom", "__weakref__")
+    def __init__(self, mark: Mark) -> None:
+        self.mark = mark
+        self.custom = mark.to_custom()
+        self.what = f"the forward of module {display_name(mark.qualname or '')}"
+        self.key = f"offload_pass mark {next(_INSTALL_COUNT)}"
+        _INSTALLED[self.key] = self
 
-    def __init__(self, custom: dict) -> None:
-        self.custom = custom
+    def __reduce__(self) -> tuple:
+        return (InstalledMark, (self.mark,))
+
+    def __copy__(self) -> "InstalledMark":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "InstalledMark":
+        return self
 
 
 @torch._dynamo.assume_constant_result
@@ -175,41 +189,40 @@ def _traced_custom(key: str) -> dict:
     return _INSTALLED[key].custom
 
 
+def marked_forward(module: nn.Module, installed: InstalledMark, *args: object, **kwargs: object) -> object:
+    """``module``'s own forward, run under ``installed``'s mark. A plain
+    function with ``with annotate(...)`` (not annotate_fn): it also annotates
+    the forward of the module that torch.compile was called on."""
+    orig = getattr(module, _ORIG_FORWARD)
+    if torch.compiler.is_compiling():
+        check_backend_traced()
+        with annotate({MARK_KEY: _traced_custom(installed.key)}):
+            return orig(*args, **kwargs)
+    # Running eagerly: either no compile at all, or Dynamo broke the graph
+    # around this call and compiles the frames inside on their own, without
+    # the annotation: the backend reads the marks running now from MARKS.
+    # The annotation outside the mark: see _eager_mark.
+    MARKS.claim(installed.what)
+    with annotate({MARK_KEY: installed.custom}):
+        with _eager_mark(installed.mark, installed.what):
+            if _dynamo_running():
+                return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
+            return orig(*args, **kwargs)
+
+
 def install_forward(module: nn.Module, mark: Mark) -> None:
-    """Make ``module``'s forward run under ``mark`` (a module mark, placed)."""
+    """Make ``module``'s forward run under ``mark`` (a module mark, placed).
+
+    The forward is a ``functools.partial`` of ``marked_forward`` over the
+    module itself, never a closure over its bound method: a deep copy of the
+    module (or a pickled and loaded one) then runs its own weights under its
+    own marks. A new key each time the mark changes: Dynamo guards on it, so
+    a changed mark recompiles instead of reusing the old graph.
+    """
     if _ORIG_FORWARD not in module.__dict__:
         module.__dict__[_ORIG_FORWARD] = module.forward
-    orig = module.__dict__[_ORIG_FORWARD]
-    custom = mark.to_custom()
-    installed = _InstalledMark(custom)
-    key = f"offload_pass mark {next(_INSTALL_COUNT)}"
-    _INSTALLED[key] = installed
-    what = f"the forward of module {display_name(mark.qualname or '')}"
-
-    # A plain wrapper with `with annotate(...)` (not annotate_fn): it also
-    # annotates the forward of the module that torch.compile was called on.
-    @functools.wraps(orig)
-    def forward(*args: object, **kwargs: object) -> object:
-        if torch.compiler.is_compiling():
-            check_backend_traced()
-            with annotate({MARK_KEY: _traced_custom(key)}):
-                return orig(*args, **kwargs)
-        # Running eagerly: either no compile at all, or Dynamo broke the
-        # graph around this call and compiles the frames inside on their
-        # own. Those graphs carry no annotation, so the backend reads the
-        # marks of the modules running now from this stack.
-        # The annotation outside the mark: see _eager_mark.
-        MARKS.claim(what)
-        with annotate({MARK_KEY: custom}):
-            with _eager_mark(mark, what):
-                if _dynamo_running():
-                    return _forward_for_marks(orig, active_mark_key())(*args, **kwargs)
-                return orig(*args, **kwargs)
-
-    # A new key each time the mark changes: Dynamo guards on it, so a changed
-    # mark recompiles instead of reusing the old graph. The forward holds the
-    # mark's entry alive (an attribute Dynamo never reads).
-    forward._offload_pass_installed = installed  # type: ignore[attr-defined]
+    forward = functools.partial(marked_forward, module, InstalledMark(mark))
+    functools.update_wrapper(forward, module.__dict__[_ORIG_FORWARD], updated=())
     module.forward = forward  # type: ignore[method-assign]
 
 
@@ -230,11 +243,13 @@ class EagerRegion:
     """``offload_region`` outside Dynamo's tracing: plain eager code, or a
     frame Dynamo runs without compiling it (a graph break inside the region:
     Dynamo cannot resume inside ``torch.fx.traceback.annotate``). Frames
-    compiled inside take the region's mark from ``active_marks()``."""
+    compiled inside take the region's mark from ``active_marks()``; a region
+    that no compiled graph read says, once, that it marked nothing."""
 
     def __init__(self, mark: Mark) -> None:
         self.mark = mark
         self._stack = contextlib.ExitStack()
+        self._reads: Optional[int] = None  # MARKS.reads on entry, outside any compile
 
     def __enter__(self) -> None:
         where = self.mark.where
@@ -248,13 +263,22 @@ class EagerRegion:
                 "of the region, or mark the module with offload_modules (module marks "
                 "survive graph breaks)."
             )
+        else:
+            self._reads = MARKS.reads
         # The annotation outside the mark: see _eager_mark.
         MARKS.claim(f"the offload_region at {where}")
         self._stack.enter_context(annotate({MARK_KEY: self.mark.to_custom()}))
         self._stack.enter_context(_eager_mark(self.mark, f"the offload_region at {where}", self._stack.close))
 
     def __exit__(self, *exc: object) -> bool:
-        return bool(self._stack.__exit__(*exc))
+        suppressed = bool(self._stack.__exit__(*exc))
+        if exc[0] is None and self._reads is not None and MARKS.reads == self._reads:
+            warn_once(
+                f"offload_pass: the offload_region at {self.mark.where} ran outside torch.compile and "
+                "marked nothing: regions act only under torch.compile with an offload backend "
+                "(torch.compile(model, backend=offload_pass.offload_backend))"
+            )
+        return suppressed
 
 
 def skip_frames(*fns: Callable) -> None:

@@ -41,6 +41,10 @@ class MarkStack:
     # (forward function, mark key) -> the copy of it that runs under that mark.
     forward_copies: dict[tuple[types.FunctionType, str], types.FunctionType] = dataclasses.field(default_factory=dict)
     warned: set[str] = dataclasses.field(default_factory=set)  # warnings already given
+    # How many times the backend read the running marks (``active_marks``,
+    # ``active_mark_key``): a region entered eagerly that no compiled graph
+    # read marked nothing.
+    reads: int = 0
     # The thread whose marks the stack holds (threading.get_ident; None while
     # no marks run). torch's annotation state (torch.fx.traceback) is
     # process-wide like this stack, so marked code runs in one thread at a
@@ -133,7 +137,10 @@ MARKS = MarkStack()
 def active_marks() -> tuple[Mark, ...]:
     """Marks of the marked modules and regions running eagerly now in this
     thread, outermost first."""
-    return tuple(MARKS.marks) if MARKS.running() else ()
+    if not MARKS.running():
+        return ()
+    MARKS.reads += 1
+    return tuple(MARKS.marks)
 
 
 def mark_key(marks: Sequence[Mark]) -> str:
@@ -147,4 +154,7 @@ def mark_key(marks: Sequence[Mark]) -> str:
 
 def active_mark_key() -> str:
     """``mark_key(active_marks())``, without building it (called per graph call)."""
-    return MARKS.keys[-1] if MARKS.running() else ""
+    if not MARKS.running():
+        return ""
+    MARKS.reads += 1
+    return MARKS.keys[-1]

@@ -26,8 +26,10 @@ import torch
 import torch.nn as nn
 from torch.fx.traceback import annotate
 
+from offload_pass.marking.backend_check import warn_once
 from offload_pass.marking.mark import ALL_ROLES, Mark, display_name
 from offload_pass.marking.mark_keeping import EagerRegion, install_forward, restore_forward, skip_frames
+from offload_pass.marking.roles import known_roles
 from offload_pass.marking.naming import remember_module_names
 from offload_pass.meta_keys import MARK_KEY, TENSOR_MARK_KEY
 
@@ -64,13 +66,34 @@ def _normalize_roles(roles: object, where: str) -> tuple[str, ...]:
     return tuple(sorted(set(out)))
 
 
+def _check_roles(role_tuple: tuple[str, ...], where: str, declared: frozenset[str] = frozenset()) -> None:
+    """A role no MLP, registered fused op or module declares could never
+    select a tensor: refused now rather than when the model compiles."""
+    if role_tuple == ALL_ROLES:
+        return
+    valid = known_roles() | declared
+    unknown = sorted(set(role_tuple) - valid - set(ALL_ROLES))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown role {unknown}; valid roles: {sorted(valid)} (an MLP's, a fused op's "
+            "registered with offload_pass.register_saved_roles before marking, or a module's offload_roles)"
+        )
+
+
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    # "*" matches one name segment, "**" any number of them, so "layers.*.attn"
-    # means the attention of each layer and not of a nested block.
+    # "*" matches one name segment, "**" any number of them, zero included,
+    # so "layers.*.attn" means the attention of each layer and not of a
+    # nested block, and "**.fc1" also finds a top-level fc1.
     parts = []
     i = 0
     while i < len(pattern):
-        if pattern.startswith("**", i):
+        if pattern.startswith("**.", i):
+            parts.append(r"(?:.*\.)?")
+            i += 3
+        elif pattern.startswith(".**", i) and i + 3 == len(pattern):
+            parts.append(r"(?:\..*)?")
+            i += 3
+        elif pattern.startswith("**", i):
             parts.append(".*")
             i += 2
         elif pattern[i] == "*":
@@ -177,6 +200,7 @@ def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mo
                     f"{api}: module {display_name(name)} ({type(mod).__name__}) has no role "
                     f"{sorted(set(role_tuple) - declared)}; its roles are {sorted(declared)}"
                 )
+    _check_roles(role_tuple, api, frozenset().union(*(_declared_roles(mod) for _, mod in matched)))
     for name, mod in matched:
         mark = mod.__dict__.get(_MODULE_MARK) or Mark.for_module(name)
         mod.__dict__[_MODULE_MARK] = mark.adding(mode, role_tuple)
@@ -201,7 +225,8 @@ def offload_modules(model: nn.Module, *targets: object, roles: Iterable[str] | N
     """Offload what the matched modules save for backward.
 
     A target is a submodule, a pattern on qualified names relative to ``model``
-    ("layers.*.attn"; ``*`` is one name segment, ``**`` any number; a pattern
+    ("layers.*.attn"; ``*`` is one name segment, ``**`` any number, zero
+    included; a pattern
     never matches the model itself: pass ``model`` as a target for that), or an
     ``nn.Module`` subclass. ``roles`` restricts the mark to those sub-op roles
     of fused ops (see ``register_saved_roles``). Returns the names matched.
@@ -237,7 +262,10 @@ def offload_region(enabled: bool = True, roles: Iterable[str] | None = None) -> 
         raise TypeError(f"offload_region: enabled must be True or False, got {enabled!r}")
     role_tuple = _normalize_roles(roles, "offload_region")
     if torch.compiler.is_compiling():
+        # Traced: a bad role is named when the graph is planned (reading the
+        # role registry here would guard every compiled frame on it).
         return annotate({MARK_KEY: Mark.for_region(enabled, role_tuple).to_custom()})
+    _check_roles(role_tuple, "offload_region")
     caller = sys._getframe(1)
     where = f"{caller.f_code.co_filename}:{caller.f_lineno} in {caller.f_code.co_name}"
     return EagerRegion(Mark.for_region(enabled, role_tuple, where))
@@ -256,7 +284,14 @@ def _mark_tensors(tensors: tuple[object, ...], mode: str, api: str) -> object:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{api}: argument {i} is a {type(t).__name__}, not a tensor")
     if not torch.compiler.is_compiling():
-        # Eager: nothing is offloaded, so the mark costs nothing.
+        # Eager: nothing is offloaded, so the mark does nothing; said once,
+        # at the caller's line.
+        warn_once(
+            f"offload_pass: {api} ran outside torch.compile, where it does nothing: tensor marks act "
+            "only under torch.compile with an offload backend "
+            "(torch.compile(model, backend=offload_pass.offload_backend)); the tensors are returned as they are",
+            stacklevel=4,
+        )
         return tensors[0] if len(tensors) == 1 else tensors
     # A view carries the mark into the joint graph; annotations.harvest_tensor_marks
     # moves it to the tensor it views before Inductor removes the no-op view.

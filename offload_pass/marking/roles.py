@@ -3,7 +3,9 @@
 Takes: a fused op and a map from its input / output positions to sub-op role
 names (``register_saved_roles``). Gives: ``roles_of(target)``, used by the plan
 stage to attribute each saved tensor of a fused op to its own sub-op, so that
-markers with ``roles=`` select tensor by tensor instead of the op as a whole.
+markers with ``roles=`` select tensor by tensor instead of the op as a whole;
+and ``known_roles()``, every role a mark may name (``MLP_ROLES`` and the
+registered ones), which the marking API checks ``roles=`` against.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import torch
 
 from offload_pass.registry import REGISTRY
 
-__all__ = ["register_saved_roles", "roles_of", "FusedRoles"]
+__all__ = ["MLP_ROLES", "register_saved_roles", "roles_of", "known_roles", "FusedRoles"]
+
+# The roles of an MLP written with matmuls, found by its structure
+# (annotation/mlp_roles.py): input of the first matmul, its output, input of
+# the second.
+MLP_ROLES = ("act", "fc1", "fc2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,3 +183,11 @@ def roles_of(target: object) -> FusedRoles | None:
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return REGISTRY.saved_roles.get(_op_key(target))
     return None
+
+
+def known_roles() -> frozenset[str]:
+    """Every role a mark may name now: an MLP's and each registered fused op's."""
+    roles = set(MLP_ROLES)
+    for entry in REGISTRY.saved_roles.values():
+        roles.update(entry.all_roles)
+    return frozenset(roles)
