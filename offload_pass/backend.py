@@ -172,7 +172,10 @@ class OffloadBackend:
         pipeline = recompile.Pipeline(compile_graph, self._record_plain_inductor)
         auto = self.config.max_overhead if self.config.mode == Mode.AUTO else None
         settings = memory.carry_settings(self.config, patches, device)
-        return attach.calibrated_graph(host, pipeline, gm, example_inputs, device, active, settings, auto, mode, options)
+        persist = PassName.CALIBRATION_CACHE not in self.config.disabled_passes
+        return attach.calibrated_graph(
+            host, pipeline, gm, example_inputs, device, active, settings, auto, mode, options, persist
+        )
 
     def _compile(
         self,

@@ -3,7 +3,7 @@
 Takes: a directory. Gives: ``graph_caches_off``, which turns off every cache
 that could serve a compiled graph without compiling it (Inductor's FX graph
 cache, AOTAutograd's cache, their remote forms, Dynamo's profile-guided
-shapes) and points Inductor's kernel cache at the directory.
+shapes, the calibrations kept on disk) and points Inductor's kernel cache at the directory.
 
 Why not ``torch._inductor.config.force_disable_caches``: it also gives every
 compile a fresh kernel cache, so each compile builds every kernel again
@@ -42,3 +42,5 @@ def graph_caches_off(kernel_dir: str) -> None:
     os.makedirs(kernel_dir, exist_ok=True)
     # Read at each use (runtime.cache_dir_utils.cache_dir), so it holds from the next compile on.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = kernel_dir
+    # Nor a calibration another run fitted (feedback/disk.py): each run plans from what it measured.
+    os.environ["OFFLOAD_PASS_CALIBRATION_CACHE"] = "0"

@@ -64,6 +64,7 @@ class PassName(Word):
     INVARIANTS = "invariants"  # the check of the rewritten graphs
     RECOMPUTE = "recompute"  # mode="budget": recompute where offload alone cannot reach the budget
     CALIBRATE = "calibrate"  # on CUDA: the feedback loop (measure calls, plan again where a promise or prediction missed)
+    CALIBRATION_CACHE = "calibration_cache"  # on CUDA: fitted calibrations kept on disk for later runs (feedback/disk.py)
 
 
 class Decision(Word):

@@ -1836,3 +1836,40 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
     assert len(backend.records) == 1 and backend.plans[0].measured is not None
     assert backend.plans[0].measured.measured_overhead <= 0.31 and backend.plans[0].fallback is None
     _assert_plain_inductors(grads, steps=CHECKED)
+
+
+def test_a_fitted_calibration_is_kept_on_disk_for_a_later_run(tmp_path, monkeypatch):
+    # The store keeps the carried form (scales) per graph key, device and
+    # torch version; another key, another device or a broken file reads as
+    # none; the process switch and disabled_passes turn it off; off CUDA it is off.
+    from offload_pass.feedback import disk
+
+    store = disk.CalibrationStore(str(tmp_path / "calibrations"), "Some GPU")
+    fitted = Calibration(
+        forward_scale=1.1, backward_scale=0.9, d2h_scale=0.8, h2d_scale=1.2, peak_offset=4096, source="graph 0, call 40",
+        peak_measured=True, between_ms=0.5, host_forward_scale=1.3, forward_op_ms=0.01, plain_work_ms=30.0,
+        partition_offsets=((None, 4096), (0.5, 1024)),
+    )
+    REGISTRY.reset()
+    memory.carry("key-a", fitted, store)
+    carried = REGISTRY.calibrations["key-a"]
+    assert carried.carried and carried.peak_offset == 0 and carried.plain_work_ms is None
+    assert store.load("key-a") == carried  # read back as written
+    assert store.load("key-b") is None  # another graph
+    assert disk.CalibrationStore(store.directory, "Another GPU").load("key-a") is None  # another device
+    # A later run (a fresh registry) plans from it at its first compile.
+    REGISTRY.reset()
+    assert memory.carried_calibration("key-a") is None  # without the store, nothing
+    assert memory.carried_calibration("key-a", store) == carried
+    # A file that does not read back as a calibration is ignored.
+    with open(store.path("key-a"), "w") as f:
+        f.write("{not json")
+    REGISTRY.reset()
+    assert memory.carried_calibration("key-a", store) is None
+    # Off: on the CPU, by disabled_passes (the backend passes enabled=False), and by the process switch.
+    monkeypatch.setenv(disk.ENV_SWITCH, "1")
+    assert disk.store_for(torch.device("cpu"), True) is None
+    assert disk.store_for(torch.device("cuda", 0), False) is None
+    monkeypatch.setenv(disk.ENV_SWITCH, "0")
+    assert disk.store_for(torch.device("cuda", 0), True) is None
+    assert offload_pass.OffloadConfig(disabled_passes=("calibration_cache",)).disabled_passes == ("calibration_cache",)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import offload_pass
-from offload_pass.enums import Decision, SavedKind
+from offload_pass.enums import Decision, NoteCode, SavedKind
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
@@ -201,6 +201,11 @@ def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
     assert plan.recompute_level is not None and plan.recomputed, str(plan)
     assert "out of reach" not in plan.selection
     assert "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): " in plan.selection
+    # The search pass's note, as a code with its figures; the passes that made the graphs, in order.
+    record = backend.records[-1]
+    assert [n.code for n in record.notes] == [NoteCode.RECOMPUTE]
+    assert record.notes[0]["trials"] == plan.recompute_trials and str(record.notes[0]) in plan.selection
+    assert record.made_by[0] == "partition" and record.made_by[-1] == "recompute", record.made_by
     assert f"in backward: partitioned under activation_memory_budget={plan.recompute_level:g}" in str(plan)
     for name in plan.recomputed:
         assert plan.entry(name).code == Reason.RECOMPUTED, plan.entry(name)

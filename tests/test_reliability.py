@@ -15,6 +15,7 @@ import torch.utils.checkpoint as cp
 import offload_pass
 from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.reasons import Reason, detail
 
 from conftest import DEVICES
 from helpers import assert_same_training
@@ -153,8 +154,8 @@ def test_non_contiguous_channels_last_empty_and_outputs():
     plan = backend.plans[-1]
     offloaded = [e for e in plan.entries if e.decision == "offload"]
     assert offloaded, plan
-    reasons = {e.reason for e in plan.entries if e.decision == "keep"}
-    assert "model output (or shares its storage)" in reasons, plan
+    reasons = {e.code for e in plan.entries if e.decision == "keep"}
+    assert Reason.MODEL_OUTPUT in reasons, plan
 
 
 class TwoConvs(nn.Module):
@@ -331,9 +332,10 @@ def test_graph_break_inside_a_region_warns_and_keeps_the_marks_of_compiled_piece
     assert "graph break" in messages[0] and "offload_modules" in messages[0]
     # Dynamo ran forward eagerly; a and b (inside the region) were compiled
     # as frames of their own and offload their tanh, c (after it) keeps it.
-    tanh = {(e.decision, e.reason) for p in backend.plans for e in p.entries if e.op == "aten.tanh"}
+    tanh = {(e.decision, e.code, e.detail) for p in backend.plans for e in p.entries if e.op == "aten.tanh"}
     where = f"{__file__}:{_region_line()} in forward"
-    assert tanh == {("offload", f"offloaded by offload_region(enabled=True) at {where}"), ("keep", "not marked")}, tanh
+    region = detail(by=f"offload_region(enabled=True) at {where}")
+    assert tanh == {("offload", Reason.MARKED, region), ("keep", Reason.NOT_MARKED, ())}, tanh
     model = RegionWithBreak()
     compiled = torch.compile(model, backend=backend)
     compiled(x).backward()
@@ -596,3 +598,56 @@ def test_marks_of_one_thread_never_reach_another():
     # Free again: this thread's marks run as before.
     with offload_pass.offload_region():
         assert [m.source.split("(")[0] for m in keeping.active_marks()] == ["offload_region"]
+
+
+def test_the_pipeline_runner_skips_a_disabled_pass_by_name_and_logs_each_pass(caplog):
+    # The one place that reads disabled_passes for the pipeline: a pass named
+    # there is skipped (or its stand-in runs), a pass requiring it is
+    # skipped too, and each pass that runs is logged at DEBUG with its
+    # op-count change; the state names the passes that changed the graphs.
+    import dataclasses
+
+    import torch.fx as fx
+
+    from offload_pass.config import OffloadConfig
+    from offload_pass.pipeline.passes import Pass, PassContext, PassState, run_passes
+
+    def graph(ops):
+        g = fx.Graph()
+        x = g.placeholder("x")
+        for _ in range(ops):
+            x = g.call_function(torch.relu, (x,))
+        g.output(x)
+        return fx.GraphModule({}, g)
+
+    ran = []
+
+    def make(state, ctx):
+        ran.append("make")
+        return dataclasses.replace(state, fw_gm=graph(1), bw_gm=graph(1))
+
+    def grow(state, ctx):
+        ran.append("grow")
+        return dataclasses.replace(state, fw_gm=graph(3))
+
+    def check(state, ctx):
+        ran.append("check")
+        return state
+
+    def stand_in(state, ctx):
+        ran.append("stand_in")
+        return state
+
+    passes = (
+        Pass("make", make), Pass("offload", grow, when_disabled=stand_in),
+        Pass("invariants", check, requires=("offload",)), Pass("recompute", check),
+    )
+    ctx = PassContext(OffloadConfig(), None, (), {}, "graph 0", "", None, False)
+    with caplog.at_level("DEBUG", logger="offload_pass"):
+        state = run_passes(passes, PassState(), ctx)
+    assert ran == ["make", "grow", "check", "check"] and state.changed_by == ("make", "offload")
+    assert "graph 0 pass offload: " in caplog.text and "forward +2 <built-in method relu" in caplog.text
+    ran.clear()
+    off = dataclasses.replace(ctx, config=OffloadConfig(disabled_passes=("offload", "recompute")))
+    state = run_passes(passes, PassState(), off)
+    assert ran == ["make", "stand_in"] and state.changed_by == ("make",)

@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.compiled_graph import CompiledGraph, GraphHost
-from offload_pass.feedback import memory, recompile
+from offload_pass.feedback import disk, memory, recompile
 from offload_pass.feedback.loop import MeasuredGraph
 from offload_pass.marking.mark import Mark
 
@@ -30,14 +30,16 @@ log = logging.getLogger("offload_pass")
 def calibrated_graph(
     host: GraphHost, pipeline: recompile.Pipeline, gm: fx.GraphModule, example_inputs: Sequence[object],
     device: torch.device, active: tuple[Mark, ...], settings: tuple, auto: Optional[float],
-    mode: Optional[str], options: Optional[dict[str, Any]],
+    mode: Optional[str], options: Optional[dict[str, Any]], persist: bool = False,
 ) -> CompiledGraph:
     """Compile ``gm`` through ``pipeline`` and hand Dynamo the graph that
     measures it. ``settings``: what else a calibration's scales absorb
-    (``memory.graph_key``); ``auto``: mode="auto"'s max_overhead (None: another mode)."""
+    (``memory.graph_key``); ``auto``: mode="auto"'s max_overhead (None: another mode);
+    ``persist``: keep fitted calibrations on disk for later runs (``disk.store_for``)."""
     pristine, why_not = recompile.pristine_copy(gm)
     key = memory.graph_key(gm, example_inputs, device, settings)
-    carried = memory.carried_calibration(key)
+    store = disk.store_for(device, persist)
+    carried = memory.carried_calibration(key, store)
 
     def floor() -> Optional[memory.MeasuredSet]:
         return None if auto is None else memory.floor_for(key, auto)
@@ -58,5 +60,6 @@ def calibrated_graph(
         None if pristine is None or auto is None else functools.partial(
             recompile.compile_plain, pristine, recompile.user_patches(mode, options)
         ),
+        store,
     )
     return MeasuredGraph(host, compiled.fn, active, compiled.plan_index, again)

@@ -8,7 +8,8 @@ plan on (``carried_calibration``, kept by ``carry``), and, for mode="auto",
 the sets of copies its plans ran with what each measured
 (``remember_measured``, ``MeasuredSet``) and the one a later plan gives way
 to (``measured_floor``, ``floor_for``). Kept in ``REGISTRY`` for the
-process; ``REGISTRY.reset()`` drops them.
+process (``REGISTRY.reset()`` drops them); a ``disk.CalibrationStore``
+keeps the calibrations for later runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.feedback.check import PredictionCheck
+from offload_pass.feedback.disk import CalibrationStore
 from offload_pass.planning.calibration import Calibration
 from offload_pass.registry import REGISTRY
 from offload_pass.units import format_bytes
@@ -45,21 +47,30 @@ def graph_key(gm: fx.GraphModule, example_inputs: Sequence[object], device: torc
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def carried_calibration(key: str) -> Optional[Calibration]:
-    """The calibration a first compile of the graph ``key`` plans under (None: none fitted yet)."""
-    return REGISTRY.calibrations.get(key)
+def carried_calibration(key: str, store: Optional[CalibrationStore] = None) -> Optional[Calibration]:
+    """The calibration a first compile of the graph ``key`` plans under: the
+    one fitted in this process, else the one ``store`` kept from an earlier
+    run (None: none)."""
+    if key in REGISTRY.calibrations or store is None:
+        return REGISTRY.calibrations.get(key)
+    kept = store.load(key)
+    if kept is not None:
+        REGISTRY.calibrations[key] = kept
+    return kept
 
 
-def carry(key: str, calibration: Calibration) -> None:
+def carry(key: str, calibration: Calibration, store: Optional[CalibrationStore] = None) -> None:
     """Keep ``calibration``'s scales for later compiles of the graph ``key``.
     The peak offsets stay behind (each is what the timeline missed of the
     plan measured; one plan's offset does not hold for another), and so do
     the time between forward and backward and plain Inductor's step (a
     later compile measures its own)."""
-    REGISTRY.calibrations[key] = dataclasses.replace(
+    carried = REGISTRY.calibrations[key] = dataclasses.replace(
         calibration, peak_offset=0, peak_measured=False, between_ms=0.0, carried=True, plain_work_ms=None,
         partition_offsets=(), source=f"an earlier compile of this graph ({calibration.source})",
     )
+    if store is not None:
+        store.save(key, carried)
 
 
 @dataclasses.dataclass(frozen=True)

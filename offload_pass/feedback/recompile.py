@@ -49,6 +49,7 @@ class Recompile:
     why_not: str = ""
     key: str = ""
     compile_plain: Optional[Callable[[list], Callable]] = None
+    store: Any = None  # disk.CalibrationStore where fitted calibrations are kept for later runs (None: none)
 
 
 def graph_copy(gm: fx.GraphModule) -> fx.GraphModule:

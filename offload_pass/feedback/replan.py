@@ -165,7 +165,7 @@ class Replanning:
         again = self._plan(plan_index)
         again.replan_reason = reason
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
-            memory.carry(replan.key, calibration)
+            memory.carry(replan.key, calibration, replan.store)
         instead = self._plan_instead(again, plan, reason)
         if instead is not None:
             index, compiled_before, again.fallback = instead
