@@ -5,9 +5,11 @@ activations you marked go to host memory after their producer and come back
 ahead of their first use in backward.
 
 The stages, one folder each, in the order data flows: marking ->
-annotation -> planning -> rewriting -> runtime, wired by backend.py;
-reporting renders what they did; examples (GroupedMLP, reference models, the
-demo, explain) use the library and are not part of it.
+annotation -> planning -> rewriting -> runtime. ``pipeline/`` runs them at
+compile time as named passes, wired into torch.compile by backend.py;
+``feedback/`` measures the compiled graphs on the device and plans them
+again; reporting renders what they did; examples (GroupedMLP, reference
+models, the demo, explain) use the library and are not part of it.
 """
 
 from offload_pass import runtime as _runtime  # registers the offload_pass:: ops

@@ -17,8 +17,8 @@ from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
 
-# plan.py reports a check and names its tolerances through this module.
-from offload_pass.feedback.check import REPLAN_TOLERANCE, STALL_TOLERANCE, PredictionCheck  # noqa: F401
+# The feedback loop's tolerances, which a plan's report quotes (planning/plan_render.py).
+from offload_pass.feedback.check import REPLAN_TOLERANCE, STALL_TOLERANCE  # noqa: F401
 
 __all__ = ["Calibration", "overhead_allowed"]
 
