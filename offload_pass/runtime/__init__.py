@@ -9,6 +9,7 @@ and host-pool controls for tests and reports. Importing it registers the ops.
 
 - ``ops.py``: the four custom ops, their fake implementations, the copies.
 - ``host_pool.py``: host memory for the copies (pools, page-locking).
+- ``arena.py``: one pool buffer and the slots it handed out.
 - ``state.py``: all mutable state, in ``STATE`` (``STATE.reset()``).
 """
 
