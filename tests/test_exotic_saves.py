@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
+from offload_pass.planning.reasons import Reason, detail
 
 from helpers import assert_same_training
 
@@ -35,13 +36,13 @@ def test_complex_parameter_fully_marked():
         ComplexWeight(), lambda m: offload_pass.offload_modules(m, m), (torch.randn(4, 8),), atol=0, rtol=0
     )
     plan = backend.plans[-1]
-    decisions = {e.name: (e.decision, e.reason) for e in plan.entries if e.op != "placeholder"}
-    lazy = "conjugate or negated view (lazy bit): the copy ops cannot take one"
+    decisions = {e.name: (e.decision, e.code, e.detail) for e in plan.entries if e.op != "placeholder"}
+    root = detail(by="module <root>")
     assert decisions == {
-        "_conj": ("keep", lazy),
-        "_conj_4": ("keep", lazy),
-        "select": ("offload", "offloaded by module <root>"),
-        "addmm": ("offload", "offloaded by module <root>"),
+        "_conj": ("keep", Reason.LAZY_BIT, ()),
+        "_conj_4": ("keep", Reason.LAZY_BIT, ()),
+        "select": ("offload", Reason.MARKED, root),
+        "addmm": ("offload", Reason.MARKED, root),
     }, plan
 
 

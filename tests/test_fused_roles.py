@@ -8,6 +8,7 @@ import torch.nn as nn
 
 import offload_pass
 from offload_pass.examples.grouped_mlp import MoEBlock
+from offload_pass.planning.reasons import Reason
 
 from helpers import assert_same_training
 
@@ -50,7 +51,7 @@ def test_each_role_subset_offloads_exactly_its_tensors(roles):
     # Nothing outside the selected roles moves.
     assert all(e.decision == "keep" for e in plan.entries if e.role is None), plan
     not_selected = [e for e in plan.entries if e.role is not None and e.role not in roles]
-    assert all("selects roles" in e.reason for e in not_selected), plan
+    assert all(e.code == Reason.OTHER_ROLES for e in not_selected), plan
 
 
 def test_unknown_role_lists_the_roles():
@@ -70,7 +71,8 @@ def test_keep_role_inside_offloaded_module():
     got = role_decisions(plan)
     assert got[("layers.0", "fc1")] == "keep"
     assert got[("layers.0.experts", "act")] == "offload"
-    assert plan.entry("index").reason.startswith("kept by module layers.0.experts")
+    index = plan.entry("index")
+    assert index.code == Reason.KEPT_BY_MARK and dict(index.detail)["by"].startswith("module layers.0.experts")
 
 
 def test_register_saved_roles_accepts_every_op_form():

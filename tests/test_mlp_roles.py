@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import offload_pass
+from offload_pass.planning.reasons import Reason
 
 ROLES = ("fc1", "act", "fc2")
 SUBSETS = [s for n in range(1, 4) for s in itertools.combinations(ROLES, n)]
@@ -128,7 +129,7 @@ def test_each_role_subset_offloads_exactly_its_tensors(case, roles):
     assert {plan.entry(n).op for n in by_role["fc2"]} == {"aten.mul"}, plan
     assert set(plan.offloaded) == set().union(*(by_role[r] for r in roles)), plan
     unselected = [e for e in plan.entries if e.role is not None and e.role not in roles]
-    assert all(e.decision == "keep" and "selects roles" in e.reason for e in unselected), plan
+    assert all(e.decision == "keep" and e.code == Reason.OTHER_ROLES for e in unselected), plan
     assert all(e.decision == "keep" for e in plan.entries if e.role is None), plan
 
 

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 import offload_pass
 from offload_pass import runtime
 from offload_pass.examples.grouped_mlp import MoEBlock
+from offload_pass.planning.reasons import Reason, detail
 
 from helpers import assert_same_training
 
@@ -85,7 +86,7 @@ def test_keep_modules_inside_an_offload_region():
     )
     assert decision(plain, "addmm") == "offload"
     assert decision(kept, "addmm") == "keep"
-    assert kept.entry("addmm").reason == "kept by module block.inner"
+    assert (kept.entry("addmm").code, kept.entry("addmm").detail) == (Reason.KEPT_BY_MARK, detail(by="module block.inner"))
 
 
 class NotOffloadedInRegion(nn.Module):
@@ -110,7 +111,7 @@ def test_mark_not_offload_inside_a_region():
     plain = assert_same_training(NotOffloadedInRegion(False), lambda m: None, (x,)).plans[-1]
     assert decision(plain, "addmm") == "offload"
     assert decision(kept, "addmm") == "keep"
-    assert kept.entry("addmm").reason == "kept by mark_not_offload"
+    assert (kept.entry("addmm").code, kept.entry("addmm").detail) == (Reason.KEPT_BY_MARK, detail(by="mark_not_offload"))
 
 
 class Attn(nn.Module):
@@ -135,9 +136,9 @@ def test_mark_not_offload_on_one_view_keeps_the_shared_storage():
     qkv = lambda plan: [e for e in plan.entries if e.op == "aten.mm"]
     assert len(qkv(plain)) == 3 and all(e.decision == "offload" for e in qkv(plain))
     assert len(qkv(kept)) == 3 and all(e.decision == "keep" for e in qkv(kept))
-    reasons = sorted(e.reason for e in qkv(kept))
-    assert reasons[0] == "kept by mark_not_offload"
-    assert all(r.startswith("shares storage with") for r in reasons[1:])
+    reasons = sorted((e.code, e.detail) for e in qkv(kept))
+    assert reasons[0] == (Reason.KEPT_BY_MARK, detail(by="mark_not_offload"))
+    assert all(code == Reason.SHARES_STORAGE for code, _ in reasons[1:])
 
 
 class MoE(nn.Module):

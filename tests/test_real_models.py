@@ -50,6 +50,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import offload_pass  # noqa: E402
+from offload_pass.planning.reasons import Reason  # noqa: E402
 
 from helpers import train_steps  # noqa: E402
 
@@ -403,7 +404,7 @@ def test_marked_modules_offload_what_they_may(name):
     case, r = CASES[name], run(name)
     unmarked = [
         (gid, e) for gid, e in entries(r)
-        if under(e.module, case.marked) and e.decision == "keep" and e.reason.startswith("not marked")
+        if under(e.module, case.marked) and e.decision == "keep" and e.code == Reason.NOT_MARKED
     ]
     assert not unmarked, "kept as not marked inside a marked module:\n" + "\n".join(
         f"  {gid}: {e.name} {e.op} module={e.module!r}" for gid, e in unmarked
@@ -450,7 +451,7 @@ def test_module_compiled_as_its_own_frame_names_its_own_ops(name):
     # The final norm's frame saves one rsqrt; every other rsqrt is in a layer.
     norm = {e.module for _, e in entries(r) if e.op == "aten.rsqrt" and not e.module.startswith("model.layers.")}
     # Each decoder layer's frame returns its residual add (a model output there).
-    residual = {e.module for _, e in entries(r) if e.op == "aten.add" and e.reason.startswith("model output")}
+    residual = {e.module for _, e in entries(r) if e.op == "aten.add" and e.code == Reason.MODEL_OUTPUT}
     assert (norm, residual) == ({"model.norm"}, {"model.layers.0", "model.layers.1"}), (
         f"final norm's rsqrt named {sorted(norm)}, residual adds named {sorted(residual)}:\n"
         + table(r, lambda e: e.op in ("aten.rsqrt", "aten.add"))
