@@ -142,7 +142,7 @@ def _worker(rank: int, parallel: str, port: int, out_dir: str) -> None:
             {
                 "graph_id": plan.graph_id,
                 "entries": [
-                    (e.name, e.op, e.module, e.role, e.decision, e.reason) for e in plan.entries
+                    (e.name, e.op, e.module, e.role, e.decision, str(dict(e.detail).get("by", ""))) for e in plan.entries
                 ],
                 "offloaded_bytes": plan.offloaded_bytes,
             }
@@ -243,10 +243,10 @@ def test_offload_under_data_parallel(parallel, tmp_path):
     for result, chosen in zip(results, offloaded):
         plans = "\n".join(str(p["entries"]) for p in result["plans"])
         assert chosen, f"{parallel}, rank {result['rank']}: nothing was offloaded; plans:\n{plans}"
-        reasons = " ".join(reason for *_, reason in chosen)
+        marks = " ".join(by for *_, by in chosen)
         for layer in range(LAYERS):
             for part in ("attn", "mlp"):
-                assert f"layers.{layer}.{part}" in reasons, (
+                assert f"layers.{layer}.{part}" in marks, (
                     f"{parallel}, rank {result['rank']}: nothing offloaded by layers.{layer}.{part} "
                     f"(did the layer run uncompiled?); offloaded: {chosen}"
                 )

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_leaves
 
 from offload_pass.enums import Decision
 from offload_pass.planning.plan import OffloadPlan
+from offload_pass.planning.reasons import Reason
 from offload_pass.units import format_bytes
 
 __all__ = ["StepReport", "StepTracker"]
@@ -108,8 +109,8 @@ class StepReport:
         return "\n".join(lines)
 
 
-# Plan reasons for a saved graph input (plan.eligibility).
-_FRAME_INPUT_REASONS = ("graph input", "view of a graph input")
+# Plan reason codes for a saved graph input (plan.eligibility).
+_FRAME_INPUT_REASONS = (Reason.GRAPH_INPUT, Reason.INPUT_VIEW)
 
 
 def _under(module: str, name: str) -> bool:
@@ -128,7 +129,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
         ]
         if any(e.decision != Decision.KEEP for e in mine):  # offloaded or recomputed
             continue
-        if mine and all(e.reason in _FRAME_INPUT_REASONS for e in mine):
+        if mine and all(e.code in _FRAME_INPUT_REASONS for e in mine):
             why = (
                 f"its only saved tensors ({len(mine)}) are inputs of graphs Dynamo compiled on their "
                 "own: graph breaks inside it (such as a data-dependent loop) keep what it computes "
