@@ -38,6 +38,9 @@ class Request:
     keep: Optional[tuple[str, ...]]
     source: str
     outer: tuple["Request", ...] = ()  # marks of enclosing modules, innermost first
+    # The marked module's forward ran eagerly around this graph's frame (a
+    # graph break inside it or around it): the graph may hold only part of it.
+    eager: bool = dataclasses.field(default=False, compare=False)
 
     def opinion_and_source(self, role: Optional[str]) -> tuple[Optional[str], str]:
         """"keep", "offload" or None for a tensor of sub-op ``role``, and the
@@ -88,11 +91,13 @@ def annotate_requests(graph: fx.Graph, enclosing: Optional[Mark] = None) -> int:
 
     ``enclosing`` is the mark of a module whose forward ran this graph's
     frame from outside it (after a graph break): it applies to every node
-    that carries no mark of its own."""
+    that carries no mark of its own, and its requests say ``eager``."""
     count = 0
     fallback = _request_from_mark(enclosing) if enclosing else None
     for node in graph.nodes:
         request = _request_of(node.meta.get("custom")) or fallback
+        if request is not None and fallback is not None and request.source == fallback.source:
+            request = dataclasses.replace(request, eager=True)
         if request is not None:
             node.meta[REQUEST_KEY] = request
             count += 1

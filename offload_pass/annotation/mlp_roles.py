@@ -18,6 +18,10 @@ Hugging Face's grouped_mm experts, a torchtitan-style SiLU-gated block and a
 dense gated MLP all have this shape. The structure decides, not the op and
 position (both layers are the same op); fused ops registered with
 ``register_saved_roles`` are attributed by the registry instead.
+
+A module whose forward a graph break cut, leaving none of its matmul layers
+in the graph (Hugging Face's fp32 experts run them eagerly), has no roles
+there: what it saves is kept and a warning says so, once per module.
 """
 
 from __future__ import annotations
@@ -28,22 +32,38 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
-from offload_pass.marking.roles import MLP_ROLES
+from offload_pass.marking.backend_check import warn_once
+from offload_pass.marking.roles import MLP_ROLES, roles_of
 from offload_pass.meta_keys import REQUEST_KEY
 from offload_pass.views import is_view_node, storage_root
 
 __all__ = ["MLP_ROLES", "MlpRoles", "mlp_roles"]
 
 aten = torch.ops.aten
-# Matmuls and the position of their activation operand (the other is the weight).
-_MATMULS = {
-    aten.mm.default: 0,
-    aten.bmm.default: 0,
-    aten.addmm.default: 1,
-    aten.baddbmm.default: 1,
+# Matmuls, by qualified op name, and the position of their activation operand
+# (the other is the weight). Hugging Face's experts run ``aten._grouped_mm`` in
+# bf16 and, in other dtypes under compile, its own custom op of the same
+# signature (``transformers::grouped_mm_fallback``): named here so that it is
+# recognised without importing transformers.
+_MATMUL_OPERAND = {
+    "aten::mm": 0,
+    "aten::bmm": 0,
+    "aten::addmm": 1,
+    "aten::baddbmm": 1,
+    "aten::_grouped_mm": 0,
+    "transformers::grouped_mm_fallback": 0,
 }
-if hasattr(aten, "_grouped_mm"):
-    _MATMULS[aten._grouped_mm.default] = 0
+
+
+def _operand(node: fx.Node) -> Optional[int]:
+    """Position of a matmul node's activation operand; None for other nodes."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return None
+    if target._overloadname != "default":
+        return None
+    return _MATMUL_OPERAND.get(target._schema.name)
+
 
 # Ops that pass values through unchanged but for masking, dtype or layout:
 # Hugging Face's grouped_mm experts mask padding rows with ``where`` around
@@ -95,10 +115,16 @@ def _is_float(node: fx.Node) -> bool:
 @dataclasses.dataclass
 class MlpRoles:
     """Storage owner -> (role, the matmul it belongs to); and the mark sources
-    (modules, regions) that have an MLP shape at all."""
+    (modules, regions) whose MLP roles are settled in this graph: those with
+    an MLP shape, and those in ``cut``."""
 
     of_storage: dict[fx.Node, tuple[str, fx.Node]]
     sources: set[str]
+    # Sources asking for roles whose forward ran eagerly around this graph's
+    # frame (a graph break) and that have no MLP and no fused op with roles
+    # here: their matmuls ran outside the graph, so no tensor here has a role
+    # and what they save is kept; a warning says so once per module.
+    cut: frozenset[str] = frozenset()
 
     def role(self, root: fx.Node) -> tuple[Optional[str], Optional[fx.Node]]:
         return self.of_storage.get(root, (None, None))
@@ -113,14 +139,14 @@ def _first_layer(second: fx.Node, source: str) -> list[fx.Node]:
     """Matmuls of ``source`` that ``second``'s activation operand is computed
     from, through that module's own ops (the activation, gating, views)."""
     found: list[fx.Node] = []
-    start = second.args[_MATMULS[second.target]]
+    start = second.args[_operand(second)]
     pending = [start] if isinstance(start, fx.Node) else []
     seen = set(pending)
     while pending:
         node = pending.pop()
         if node.op != "call_function" or node.meta.get(REQUEST_KEY) is None:
             continue
-        if node.target in _MATMULS:
+        if _operand(node) is not None:
             if _source(node) == source:
                 found.append(node)
             continue
@@ -136,7 +162,7 @@ def _first_layer(second: fx.Node, source: str) -> list[fx.Node]:
 def mlp_roles(graph: fx.Graph) -> MlpRoles:
     by_source: dict[str, list[fx.Node]] = {}
     for node in graph.nodes:
-        if node.op == "call_function" and node.target in _MATMULS:
+        if _operand(node) is not None:
             source = _source(node)
             if source is not None:
                 by_source.setdefault(source, []).append(node)
@@ -149,10 +175,42 @@ def mlp_roles(graph: fx.Graph) -> MlpRoles:
                 continue
             sources.add(source)
             for first in firsts:
-                for root in _roots(first.args[_MATMULS[first.target]], "before"):
+                for root in _roots(first.args[_operand(first)], "before"):
                     roles.setdefault(root, ("fc1", first))
                 for root in _roots(first, "after", source):
                     roles.setdefault(root, ("act", first))
-            for root in _roots(second.args[_MATMULS[second.target]], "before"):
+            for root in _roots(second.args[_operand(second)], "before"):
                 roles.setdefault(root, ("fc2", second))
-    return MlpRoles(roles, sources)
+    cut = _cut_sources(graph, sources)
+    for source, asked in sorted(cut.items()):
+        _warn_cut(source, asked)
+    return MlpRoles(roles, sources | set(cut), frozenset(cut))
+
+
+def _cut_sources(graph: fx.Graph, found: set[str]) -> dict[str, tuple[str, ...]]:
+    """Sources (-> the roles they ask for) whose module ran eagerly around
+    this graph's frame and that have neither an MLP (``found``) nor a fused
+    op with roles in it: the graph holds a piece of the module, cut off by a
+    graph break, and its matmuls ran elsewhere."""
+    eager: dict[str, tuple[str, ...]] = {}
+    fused: set[str] = set()
+    for node in graph.nodes:
+        request = node.meta.get(REQUEST_KEY)
+        if request is None or not request.roles:
+            continue
+        if roles_of(node.target) is not None:
+            fused.add(request.source)
+        if request.eager:
+            eager.setdefault(request.source, request.roles)
+    return {s: r for s, r in eager.items() if s not in found and s not in fused}
+
+
+def _warn_cut(source: str, roles: tuple[str, ...]) -> None:
+    warn_once(
+        f"offload_pass: {source} asks for roles {list(roles)}, but its forward ran eagerly under "
+        "torch.compile (a graph break in or around it) and the graph compiled from it holds none "
+        "of its matmul layers: they ran outside any compiled graph, so no tensor of it has a role "
+        "and what it saves there is kept. Hugging Face's experts do this in fp32, where their "
+        "transformers::grouped_mm_fallback op has a backward torch.compile cannot trace; in bf16 "
+        "they run aten._grouped_mm, where roles apply. TORCH_LOGS=graph_breaks shows the breaks."
+    )
