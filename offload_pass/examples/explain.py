@@ -1,11 +1,12 @@
 """python -m offload_pass.examples.explain MODULE:FACTORY — a plan, explained, on CPU.
 
 ``FACTORY`` is a callable in an importable module that returns
-``(model, inputs)``: a model with its offload marks already set, and a tuple
-of example inputs. The model is compiled on CPU with an offload backend, one
-forward and backward run (the output is summed if it is not a scalar), and
-for each compiled graph the plan table and the diff of the rewritten forward
-and backward graphs are printed. No GPU needed.
+``(model, inputs)``: a model with its offload marks already set, and its
+example inputs (a tuple of arguments, one tensor, or a dict of keyword
+arguments, as a Hugging Face model takes them). The model is compiled on CPU
+with an offload backend, one forward and backward run (the loss: see
+``loss_of``), and for each compiled graph the plan table and the diff of the
+rewritten forward and backward graphs are printed. No GPU needed.
 
   python -m offload_pass.examples.explain offload_pass.examples.explain:example
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Mapping
 
 import torch
 
@@ -47,7 +49,36 @@ def _load(spec: str):
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
         raise SystemExit(f"explain: {spec}() must return (model, inputs), got {type(made).__name__}")
     model, inputs = made
-    return model, inputs if isinstance(inputs, tuple) else (inputs,)
+    if isinstance(inputs, Mapping):
+        return model, (), dict(inputs)
+    return model, inputs if isinstance(inputs, tuple) else (inputs,), {}
+
+
+def _scalar(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 0 else t.float().sum()
+
+
+def loss_of(out: object) -> torch.Tensor:
+    """The scalar to run backward from: a Hugging Face ``ModelOutput``'s (or
+    a dict's) ``loss``, else its first tensor, summed; a tuple's or list's
+    tensors, each summed, added up; a tensor, summed unless a scalar."""
+    if isinstance(out, torch.Tensor):
+        return _scalar(out)
+    if isinstance(out, Mapping):
+        loss = out.get("loss")
+        if isinstance(loss, torch.Tensor):
+            return _scalar(loss)
+        first = next((v for v in out.values() if isinstance(v, torch.Tensor)), None)
+        if first is not None:
+            return _scalar(first)
+    elif isinstance(out, (tuple, list)):
+        tensors = [o for o in out if isinstance(o, torch.Tensor)]
+        if tensors:
+            return sum((o.float().sum() for o in tensors[1:]), tensors[0].float().sum())
+    raise SystemExit(
+        f"explain: the model returned {type(out).__name__}, with no tensor to take a loss from; "
+        "return a tensor, a tuple of tensors, a dict or a ModelOutput (its loss, else its first tensor)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,13 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--graphs", choices=["diff", "full", "none"], default="diff")
     args = p.parse_args(argv)
     sys.path.insert(0, "")
-    model, inputs = _load(args.factory)
+    model, args_in, kwargs_in = _load(args.factory)
     backend = make_backend(min_bytes=args.min_bytes, keep_graphs=args.graphs != "none")
-    out = torch.compile(model, backend=backend)(*inputs)
-    loss = out if isinstance(out, torch.Tensor) and out.dim() == 0 else sum(
-        o.float().sum() for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)
-    )
-    loss.backward()
+    loss_of(torch.compile(model, backend=backend)(*args_in, **kwargs_in)).backward()
     if not backend.plans:
         print("explain: nothing was compiled with gradients (no backward graph, so no plan)")
         return 1
