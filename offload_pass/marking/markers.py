@@ -108,6 +108,31 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts) + r"\Z")
 
 
+def _generalised(name: str) -> str:
+    """``model.layers.0.self_attn`` -> ``model.layers.*.self_attn``."""
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))
+
+
+def _no_match_hint(target: str, names: list[str]) -> str:
+    """Close names, and the nearest pattern: a name, or a name with ``*``
+    for each numeric segment, whichever is closer to ``target``."""
+    if not names:
+        return "the model has no submodules"
+    close = difflib.get_close_matches(target, names, n=5, cutoff=0.4)
+    hint = f"close names: {', '.join(close)}" if close else f"names look like: {', '.join(names[:5])}"
+    candidates = sorted(set(names) | {_generalised(n) for n in names})
+    nearest = difflib.get_close_matches(target, candidates, n=1, cutoff=0.4)
+    return f"{hint}; did you mean {nearest[0]!r}?" if nearest else hint
+
+
+def _unwrap_compiled(module: object) -> object:
+    """The module a ``torch.compile`` wrapper (``OptimizedModule``) runs:
+    marks go on the user's model, named as the user names its modules."""
+    while isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+        module = module._orig_mod
+    return module
+
+
 def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> list[tuple[str, nn.Module]]:
     if not isinstance(model, nn.Module):
         raise TypeError(f"{api}: the first argument must be the nn.Module to mark, got {type(model).__name__}")
@@ -123,6 +148,7 @@ def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> l
     found: dict[str, nn.Module] = {}
     for target in targets:
         matched: list[tuple[str, nn.Module]]
+        target = _unwrap_compiled(target)
         if isinstance(target, nn.Module):
             if id(target) not in by_id:
                 raise ValueError(
@@ -148,11 +174,7 @@ def _resolve_targets(model: nn.Module, targets: Sequence[object], api: str) -> l
             regex = _pattern_regex(target)
             matched = [(n, m) for n, m in named if n and regex.match(n)]
             if not matched:
-                names = [n for n, _ in named if n]
-                close = difflib.get_close_matches(target, names, n=5, cutoff=0.4)
-                hint = f"close names: {', '.join(close)}" if close else (
-                    f"names look like: {', '.join(names[:5])}" if names else "the model has no submodules"
-                )
+                hint = _no_match_hint(target, [n for n, _ in named if n])
                 raise ValueError(f"{api}: pattern {target!r} matches no submodule; {hint}")
         else:
             raise TypeError(
@@ -189,6 +211,7 @@ def _install_all(model: nn.Module) -> None:
 
 
 def _mark_modules(model: nn.Module, targets: Sequence[object], roles: object, mode: str, api: str) -> list[str]:
+    model = _unwrap_compiled(model)
     role_tuple = _normalize_roles(roles, api)
     matched = _resolve_targets(model, targets, api)
     remember_module_names(model)
@@ -245,6 +268,7 @@ def clear_marks(model: nn.Module) -> list[str]:
         raise TypeError(
             f"clear_marks: the argument must be the nn.Module to clear, got {type(model).__name__}"
         )
+    model = _unwrap_compiled(model)
     cleared = []
     for name, mod in model.named_modules():
         if restore_forward(mod):
