@@ -482,7 +482,7 @@ def _attempt(copies, overhead, freed_mib, selection="mode=auto (max_overhead 10.
 
 
 def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within_less():
-    # The decoder at max_overhead 10 % on the H200 (2026-11-27): the
+    # The decoder at max_overhead 10 %: the
     # selection's 5 copies predicted +10.1 % by the step simulator, their
     # first 4 within (512 MiB offloaded); the selection's own choice at 5 %
     # is another set, 6 copies offloading 544 MiB at +4.8 %: a larger
@@ -492,7 +492,8 @@ def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within
     prefixes = [(0, 0.0, 0), (1, 0.02, 128), (2, 0.04, 256), (3, 0.05, 384), (4, 0.064, 512)]
     calls = []
 
-    def partition(level, reference, max_copies=None, select_within=None, within_share=None):
+    def partition(request, within_share=None):
+        max_copies, select_within = request.max_copies, request.select_within
         calls.append((max_copies, select_within))
         if max_copies is not None:
             return _attempt(*prefixes[max_copies])
