@@ -10,8 +10,8 @@ No tensor there has an MLP role, so a mark with ``roles=`` keeps what the
 experts save in that frame and says so once per module, naming it and why;
 the compile never fails. Loss and every gradient equal plain Inductor's.
 
-The bf16 experts (``aten._grouped_mm``, roles found) are tested in
-test_real_models.py.
+In bf16 the experts run ``aten._grouped_mm`` inside the graph and the roles
+are found (Mixtral here; Qwen3-MoE in test_real_models.py).
 """
 
 from __future__ import annotations
@@ -103,6 +103,43 @@ def test_fp32_experts_with_roles_compile_keep_and_say_why(build):
     # Each marked module is named by a warning saying why nothing of it moved.
     for module in LAYERS:
         assert any(f"module {module} " in m for m in messages), (module, messages)
+
+
+# Before torch 2.13, emulate_precision_casts does not make the CPU kernels
+# round like eager, so a bf16 rewrite can differ in the last bits.
+_EMULATES_CASTS_ON_CPU = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 13)
+
+
+@pytest.mark.xdist_group("build_mixtral_fp32")
+@pytest.mark.skipif(not _EMULATES_CASTS_ON_CPU, reason="bf16 bit-equality on CPU needs torch >= 2.13")
+def test_bf16_experts_roles_move_exactly_the_activation():
+    """act: the gate and up halves of the first _grouped_mm's masked output,
+    per layer; fc1 (its masked input) and fc2 (act(gate) * up) have their
+    roles and stay. Loss and gradients bit-identical to plain Inductor's,
+    both rounding at every cast as eager does."""
+    def build():
+        return build_mixtral_fp32().to(torch.bfloat16)
+
+    model = build()
+    offload_pass.offload_modules(model, "model.layers.*.mlp.experts", roles=["act"])
+    backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+    with torch._inductor.config.patch(emulate_precision_casts=True):
+        ((loss, grads),) = train_steps(model, backend, lm_inputs(), 1, hf_step)
+        torch._dynamo.reset()
+        ((want_loss, want_grads),) = train_steps(build(), "inductor", lm_inputs(), 1, hf_step)
+    assert torch.equal(loss, want_loss) and grads.keys() == want_grads.keys()
+    assert all(torch.equal(grads[n], want_grads[n]) for n in grads)
+    entries = [e for plan in backend.plans for e in plan.entries]
+    tokens = SEQ * 2  # top-2
+    for module in LAYERS:
+        by_role = sorted((e.role, e.op, e.shape, e.decision) for e in entries if e.module == module and e.role)
+        assert by_role == [
+            ("act", "aten.where", (tokens, 16), "offload"),
+            ("act", "aten.where", (tokens, 16), "offload"),
+            ("fc1", "aten.where", (tokens, 32), "keep"),
+            ("fc2", "aten.mul", (tokens, 16), "keep"),
+        ], by_role
+    assert all(e.role == "act" for e in entries if e.decision == "offload")
 
 
 def test_fallback_op_is_a_matmul_layer_for_roles():
