@@ -252,7 +252,9 @@ def offload_modules(model: nn.Module, *targets: object, roles: Iterable[str] | N
     included; a pattern
     never matches the model itself: pass ``model`` as a target for that), or an
     ``nn.Module`` subclass. ``roles`` restricts the mark to those sub-op roles
-    of fused ops (see ``register_saved_roles``). Returns the names matched.
+    of fused ops (see ``register_saved_roles``). ``model`` may be the
+    ``torch.compile`` wrapper: the model it runs is marked, under its own
+    names. Returns the names matched.
     """
     return _mark_modules(model, targets, roles, "offload", "offload_modules")
 
