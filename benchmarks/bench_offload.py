@@ -242,7 +242,7 @@ SETTLED_STEPS = first_plain_call() + 1
 def steps_until_settled(step: Callable[[], object], backend: object, limit: int, quiet: int = SETTLED_STEPS) -> int:
     """Run ``step`` past the warm-up until ``quiet`` steps in a row ran
     only the backend's plans: mode="auto" runs plain Inductor's graph in
-    turns beside each new plan (compiled_graph.plain_calls) and may plan
+    turns beside each new plan (feedback.schedule.plain_calls) and may plan
     again after, so a fixed warm-up can end inside a plan's measurement
     (a late re-plan leaves plain Inductor's turns in the steps timed as the
     plan's). Returns the steps run; raises RuntimeError after ``limit``."""
@@ -614,7 +614,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
                 result["outside_ms"] = sum(p.measured.measured.outside_ms * calls for p, calls in ran)
         result["selection"] = plan.selection
         # The device's check of each plan's prediction (the median of calls 40-42 of its graph,
-        # compiled_graph.py), before and after a re-plan, and the calibrations.
+        # feedback/loop.py), before and after a re-plan, and the calibrations.
         result["checks"] = [
             {
                 "graph": p.graph_id, "calibrated": p.calibration is not None, "call": p.measured.measured.call,

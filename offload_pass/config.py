@@ -118,7 +118,7 @@ class OffloadConfig:
         """The settings whose effect a calibration's scales absorb: the
         simulator's base (configured bandwidth, kernel timing) and what the
         runtime ops cost (pinned copies, the host pool). A calibration
-        fitted under other ones is not carried over (``compiled_graph.graph_key``)."""
+        fitted under other ones is not carried over (``feedback.memory.graph_key``)."""
         return (
             self.bandwidth_gbps, self.measure_kernels, self.pin_memory, PassName.HOST_POOL in self.disabled_passes,
         )

@@ -24,9 +24,6 @@ def _graph_caches_off(tmp_path_factory):
     yield
 
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-
-
 @pytest.fixture(autouse=True)
 def _reset_dynamo():
     torch._dynamo.reset()

@@ -10,6 +10,9 @@ import torch
 
 import offload_pass
 
+# The devices each device-parametrized test runs on.
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
 
 @contextlib.contextmanager
 def same_kernel_configs():

@@ -1,6 +1,6 @@
 """The step simulator held to the device: calls 12-14 measured, one re-plan.
 
-The fit is a pure function (calibration.fit_calibration) over a simulator
+The fit is a pure function (feedback.fit.fit_calibration) over a simulator
 handed in. The backend's wiring (schedule.py) runs on CUDA only; here
 it runs on the CPU with the device measurement replaced by fixed figures,
 which is what the wiring consumes: the checks below are on what it does
@@ -802,7 +802,7 @@ def test_the_step_without_offload_is_held_to_plain_inductors_time_under_the_fitt
 
 
 class _Measured:
-    """Stands in for runtime.measure.CallMeasurement: each measured call
+    """Stands in for feedback.measure.CallMeasurement: each measured call
     reports ``figures(prediction)``."""
 
     figures = None
@@ -1208,7 +1208,7 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     assert check.describe() in str(backend.plans[0])
     # Each measured call is handed the last measured call before it (the
     # time outside the graph runs from its backward's end where that was the
-    # call right before it, runtime/measure.py): plain Inductor's calls 4,
+    # call right before it, feedback/measure.py): plain Inductor's calls 4,
     # 10, 12, 18 (mode="auto") and the plan's 6, 8, 14, 16, the second of
     # each block, nothing else measured.
     assert device_measured.plain_calls == list(PLAIN_MEASURED) == [4, 10, 12, 18]
@@ -1695,7 +1695,7 @@ OUTSIDE_S = 0.005
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_the_measured_calls_are_measured_on_the_device():
-    """The real measurement (runtime/measure.py): the peak is the highest
+    """The real measurement (feedback/measure.py): the peak is the highest
     torch.cuda reports over the measured steps (16-18), the times are the median of those
     steps', and a re-plan, where there is one, keeps the gradients plain
     Inductor's."""

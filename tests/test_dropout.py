@@ -30,7 +30,7 @@ import offload_pass  # noqa: E402
 
 from offload_pass.enums import Decision  # noqa: E402
 
-from conftest import DEVICES  # noqa: E402
+from helpers import DEVICES  # noqa: E402
 from helpers import same_kernel_configs, train_steps  # noqa: E402
 
 LAYERS, VOCAB = 2, 64

@@ -11,7 +11,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from offload_pass.examples import grouped_mlp as gm
 from offload_pass.marking.roles import roles_of
 
-from conftest import DEVICES
+from helpers import DEVICES
 
 FWD = torch.ops.offload_pass.grouped_mlp_fwd.default
 BWD = torch.ops.offload_pass.grouped_mlp_bwd.default

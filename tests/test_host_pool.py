@@ -13,7 +13,7 @@ from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 from offload_pass.rewriting.rewrite import host_pool_layout
 
-from conftest import DEVICES
+from helpers import DEVICES
 from helpers import assert_same_training
 
 ATTN_MLP = lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")

@@ -7,7 +7,7 @@ import offload_pass
 from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 
-from conftest import DEVICES
+from helpers import DEVICES
 from helpers import assert_same_training, same_kernel_configs
 
 MARKS = {

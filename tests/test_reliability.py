@@ -17,7 +17,7 @@ from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.reasons import Reason, detail
 
-from conftest import DEVICES
+from helpers import DEVICES
 from helpers import assert_same_training
 
 ATTN_MLP = lambda m: offload_pass.offload_modules(m, "layers.*.attn", "layers.*.mlp")

@@ -18,18 +18,13 @@ from typing import Optional, Sequence
 from offload_pass.planning.step_model import StepPrediction
 from offload_pass.units import format_bytes
 
+from offload_pass.planning.calibration import REPLAN_TOLERANCE, STALL_TOLERANCE
+
 __all__ = [
     "PHASE_SPEED_TOLERANCE", "REPLAN_TOLERANCE", "STALL_TOLERANCE", "MeasuredCall", "PredictionCheck",
     "check_prediction", "forward_speed", "median_call", "pair_ratios", "predicts_alike",
 ]
 
-# The step time and the peak count as predicted within this share of the measured.
-REPLAN_TOLERANCE = 0.03
-# The stalls on copies (what a plan adds to the step) count as predicted
-# within this share of the step: a step predicted within REPLAN_TOLERANCE can
-# still hide a stall several times max_overhead behind compute predicted
-# long. Below it a stall is within the timer's noise.
-STALL_TOLERANCE = 0.01
 # How much slower (against the simulator's times) the forward may run than
 # the backward and still be the device's own speed; past it, the forward was
 # slowed by its runtime ops (the device idling for the host issuing them).

@@ -46,7 +46,7 @@ class StepReport:
     step: int  # 1 for the first step the backend saw
     graphs: tuple[tuple[OffloadPlan, int], ...]
     # mode="auto": each graph whose plain Inductor compile ran in place of
-    # its plan (measured beside it, compiled_graph.plain_calls), how often:
+    # its plan (measured beside it, feedback.schedule.plain_calls), how often:
     # those calls offloaded nothing.
     plain_inductor: tuple[tuple[OffloadPlan, int], ...] = ()
 

@@ -224,7 +224,7 @@ def _compute_stream_waits(x: torch.Tensor, events: dict, key: int) -> None:
     if timing is None:
         _wait(event, stream)
         return
-    # A measured call (runtime/measure.py): the time between these two
+    # A measured call (feedback/measure.py): the time between these two
     # events is how long the compute stream stalled on the copy.
     before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     _record(before, stream)

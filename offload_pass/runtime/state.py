@@ -93,7 +93,7 @@ class RuntimeState:
     # wait_reload; this does not depend on it).
     slot_reads: dict[int, torch.cuda.Event] = dataclasses.field(default_factory=dict)
     slot_addresses: set[int] = dataclasses.field(default_factory=set)
-    # While a call is measured (runtime/measure.py): the (before, after)
+    # While a call is measured (feedback/measure.py): the (before, after)
     # event pairs around each stall of the compute stream on a copy.
     wait_timing: Optional[list[tuple[torch.cuda.Event, torch.cuda.Event]]] = None
     # torch.cuda.is_available(), asked once (None: not yet).
