@@ -5,8 +5,9 @@ import dataclasses
 from offload_pass.config import OffloadConfig
 import pytest
 
-from offload_pass.planning.plan import plan_saved_tensors
-from offload_pass.planning.reasons import Reason, code_of_sentence, detail, sentence
+from offload_pass.enums import Decision
+from offload_pass.planning.plan import PlanEntry, plan_saved_tensors
+from offload_pass.planning.reasons import Reason, detail, sentence
 from offload_pass.planning.saved_set import SavedTensor
 
 
@@ -216,6 +217,5 @@ def test_each_reason_code_renders_its_sentence(code, values, text):
 
 def test_every_reason_code_has_a_sentence_and_a_sentence_names_one_code():
     assert {c for c, _, _ in SENTENCES} == set(Reason)
-    assert code_of_sentence("not marked") == Reason.NOT_MARKED
-    with pytest.raises(ValueError):
-        code_of_sentence("offloaded by module m")  # a sentence with values needs its code
+    with pytest.raises(TypeError, match="code must be a planning.reasons.Reason"):
+        PlanEntry("t", "aten.mm", "m", None, (4,), "float32", 16, Decision.KEEP, "not marked", "t")

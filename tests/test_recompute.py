@@ -149,7 +149,7 @@ def _saved(name: str, kind: SavedKind) -> SavedTensor:
 
 
 def _entry(name: str) -> PlanEntry:
-    return PlanEntry(name, "aten.mm", "m", None, (4,), "float32", 16, Decision.KEEP, "not marked", name)
+    return PlanEntry(name, "aten.mm", "m", None, (4,), "float32", 16, Decision.KEEP, Reason.NOT_MARKED, name)
 
 
 def test_recompute_entries_are_the_activations_no_longer_saved():

@@ -15,7 +15,7 @@ from typing import Optional, Protocol
 
 from offload_pass.enums import CopyKind, Decision, ReplanReason
 from offload_pass.planning import plan_render
-from offload_pass.planning.reasons import Detail, Reason, code_of_sentence, sentence
+from offload_pass.planning.reasons import Detail, Reason, sentence
 from offload_pass.planning.step_model import StepPrediction
 from offload_pass.planning.trial import Trial
 
@@ -54,7 +54,7 @@ class PlanEntry:
 
     def __post_init__(self) -> None:
         if not isinstance(self.code, Reason):
-            object.__setattr__(self, "code", code_of_sentence(self.code))
+            raise TypeError(f"PlanEntry {self.name}: code must be a planning.reasons.Reason, got {self.code!r}")
 
     @property
     def reason(self) -> str:

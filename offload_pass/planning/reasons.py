@@ -103,14 +103,3 @@ def sentence(code: Reason, values: Detail = ()) -> str:
     """The reason ``code`` with its ``values``, in words."""
     return _SENTENCES[code](dict(values))
 
-
-def code_of_sentence(text: str) -> Reason:
-    """The code whose sentence, without values, is ``text``: a reason given
-    as words by a caller that builds entries by hand."""
-    for code, render in _SENTENCES.items():
-        try:
-            if render({}) == text:
-                return code
-        except KeyError:
-            continue
-    raise ValueError(f"no reason code reads {text!r} without values; pass a Reason and its detail")
