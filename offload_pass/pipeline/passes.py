@@ -26,7 +26,7 @@ from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, PassName
 from offload_pass.planning.calibration import Calibration, overhead_allowed
-from offload_pass.planning.cost_model import device_profile
+from offload_pass.planning.cost_model import DeviceProfile, device_profile
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
 from offload_pass.planning.saved_set import check_requested_roles, collect_saved_tensors, traced_modules
@@ -75,6 +75,10 @@ class PassContext:
     seen: Optional[set] = None  # the saved sets planned already (a partition saving one again stops)
     prior: Optional[OffloadPlan] = None  # a re-plan's: the plan it replaces
     floor: Any = None  # mode="auto": the set of copies measured within max_overhead (feedback.memory.MeasuredSet)
+    # Plan as if on a device with this profile (planning/profiles.py), its
+    # copies asynchronous, without measuring anything: a graph traced on the
+    # CPU or the meta device planned for a GPU it does not run on.
+    profile: Optional[DeviceProfile] = None
 
 
 @dataclasses.dataclass
@@ -203,12 +207,12 @@ def predict(state: PassState, ctx: PassContext) -> PassState:
     A graph with nothing to copy never measures the device (mode="budget"
     does: its budget is a fraction of the predicted peak)."""
     fw_gm, bw_gm, config = state.fw_gm, state.bw_gm, ctx.config
-    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id)
+    count_cpu = ctx.profile is None and _runs_on_cpu(fw_gm, ctx.graph_id)
     timeline = simulate_step(fw_gm, bw_gm, count_cpu)
     device = device_of(fw_gm)
     measure = bool(state.plan.groups) or config.mode == Mode.BUDGET
-    profile = device_profile(device, config.bandwidth_gbps, measure=measure)
-    measure_kernels = config.measure_kernels and device.type == "cuda"
+    profile = ctx.profile or device_profile(device, config.bandwidth_gbps, measure=measure)
+    measure_kernels = config.measure_kernels and device.type == "cuda" and ctx.profile is None
     measured = None if profile is None else node_times(fw_gm, bw_gm, profile, measure_kernels)
     raw_profile, times, calibration = profile, measured, ctx.calibration
     if calibration is not None and measured is not None:
