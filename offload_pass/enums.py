@@ -105,7 +105,13 @@ class ReplanReason(Word):
 
 
 class NoteCode(Word):
-    """What a search pass of the pipeline did to the selection (pipeline/notes.py renders each)."""
+    """What the selection or a search pass of the pipeline decided (planning/notes.py renders each)."""
+
+    SELECTION_AUTO = "selection_auto"  # mode="auto": the selection chose within the slowdown allowed
+    SELECTION_MEASURED = "selection_measured"  # mode="auto": the copies measured within max_overhead before, chosen
+    SELECTION_BUDGET = "selection_budget"  # mode="budget": the selection chose to reach the budget
+    OUT_OF_REACH = "out_of_reach"  # mode="budget": the predicted peak stays over the budget
+    FALLBACK = "fallback"  # mode="auto": plain Inductor's compile runs instead of a plan measured over the limit
 
     RECOMPUTE = "recompute"  # mode="budget": partitions tried per activation_memory_budget, one kept
     AUTO_PREFIX = "auto_prefix"  # mode="auto": the longest prefix of the selection predicted within the limit

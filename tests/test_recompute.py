@@ -89,14 +89,24 @@ def test_levels_to_retry_are_the_skipped_ones_below_the_lowest_tried_once_moved(
     assert levels_to_retry(skipped, 127, lambda level: 40 if level == 0.2 else 15) == (middle,)
 
 
+class _FakePlan(SimpleNamespace):
+    """A plan as the search reads it; its selection line rendered from its notes as OffloadPlan's is."""
+
+    @property
+    def selection(self):
+        from offload_pass.planning.notes import selection_text
+
+        return selection_text(self.notes)
+
+
 def _fake_attempt(level, step_ms, peak, offset=0, copied=0):
     """What pipeline.search.recompute_for_budget reads of an attempt: its plan's
     level, prediction, bytes offloaded, entries and selection, and its saved
     tensors."""
-    plan = SimpleNamespace(
+    plan = _FakePlan(
         recompute_level=level, prediction=SimpleNamespace(step_ms=step_ms, peak=peak, peak_offset=offset),
         offloaded_bytes=copied,
-        baseline=None, entries=[], selection="", graph_id="graph 0", recompute_trials=(), recompute_skipped=(),
+        baseline=None, entries=[], notes=(), graph_id="graph 0", recompute_trials=(), recompute_skipped=(),
         calibration=Calibration(peak_offset=offset),
     )
     return SimpleNamespace(plan=plan, saved=[_saved(f"saved_at_{level}", SavedKind.ACTIVATION)])

@@ -6,13 +6,16 @@ import re
 import itertools
 import dataclasses
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import offload_pass
 from offload_pass.config import OffloadConfig
+from offload_pass.enums import NoteCode
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.notes import note
 from offload_pass.planning.reasons import Reason
 from offload_pass.planning.selection import Candidate, StepWithoutOffload, choose_auto, choose_for_budget, simulate_offload
 
@@ -466,17 +469,26 @@ def test_budget_below_every_sets_ideal_peak_takes_the_lowest_peak_without_a_sear
     assert lowest >= 98
 
 
-def _attempt(copies, overhead, freed_mib, selection="mode=auto (max_overhead 10.0%): chose"):
+class _FakePlan(SimpleNamespace):
+    """A plan as the search reads it; its selection line rendered from its notes as OffloadPlan's is."""
+
+    @property
+    def selection(self):
+        from offload_pass.planning.notes import selection_text
+
+        return selection_text(self.notes)
+
+
+def _attempt(copies, overhead, freed_mib, within=0.10):
     """A planned partition as _auto_within_overhead reads it: a step without
     offload of 30 ms and 3107 MiB, the rewritten one ``overhead`` slower and
     ``freed_mib`` lower."""
-    from types import SimpleNamespace
-
     baseline = SimpleNamespace(step_ms=30.0, peak=3107 << 20)
     prediction = SimpleNamespace(step_ms=30.0 * (1 + overhead), peak=(3107 - freed_mib) << 20)
-    plan = SimpleNamespace(
+    chose = note(NoteCode.SELECTION_AUTO, max_overhead=0.10, allowed=0.10, within=within, chosen=copies, candidates=copies)
+    plan = _FakePlan(
         baseline=baseline, prediction=prediction, groups=list(range(copies)), predicted_overhead=overhead,
-        selection=selection, graph_id="graph 0",
+        notes=(chose,), graph_id="graph 0",
     )
     return SimpleNamespace(plan=plan)
 
@@ -501,7 +513,7 @@ def test_auto_over_the_limit_keeps_the_better_of_a_prefix_and_a_selection_within
 
     first = _attempt(5, 0.101, 640)
     chosen = _auto_within_overhead(first, lambda *a, **k: partition(
-        *a, **k, within_share=lambda s: _attempt(6, 0.048, 544, "mode=auto (max_overhead 10.0%; chosen within +5.0%): chose")
+        *a, **k, within_share=lambda s: _attempt(6, 0.048, 544, within=0.05)
     ), 0.10)
     assert len(chosen.plan.groups) == 6 and [c for c in calls if c[0] is None] == [(None, 0.05)]
     assert chosen.plan.selection.endswith(

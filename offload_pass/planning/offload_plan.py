@@ -4,7 +4,7 @@ Takes: nothing but plain values (``plan.plan_saved_tensors`` builds it; the
 schedule, the backend and the rewrite fill in their parts). Gives
 ``PlanEntry`` (one saved value: its decision, the reason code and the values
 the reason names), ``OffloadGroup`` (one copy to host) and ``OffloadPlan``
-(entries, groups, schedule, prediction), whose ``str`` is the plan table
+(entries, groups, schedule, prediction, the selection's notes), whose ``str`` is the plan table
 (``plan_render``).
 """
 
@@ -15,6 +15,7 @@ from typing import Optional, Protocol
 
 from offload_pass.enums import CopyKind, Decision, ReplanReason
 from offload_pass.planning import plan_render
+from offload_pass.planning.notes import SelectionNote, selection_text
 from offload_pass.planning.reasons import Detail, Reason, sentence
 from offload_pass.planning.step_model import StepPrediction
 from offload_pass.planning.trial import Trial
@@ -103,8 +104,9 @@ class OffloadPlan:
     # after / the backward node its reload is issued before.
     release_after: dict = dataclasses.field(default_factory=dict)
     reload_before: dict = dataclasses.field(default_factory=dict)
-    # mode="auto" / "budget": what the selection chose, and why.
-    selection: Optional[str] = None
+    # mode="auto" / "budget": what the selection and the search passes
+    # decided, and the figures why (``selection`` renders them).
+    notes: tuple[SelectionNote, ...] = ()
     # mode="budget": the peak to reach, bytes (scheduling.budget_bytes).
     budget: Optional[int] = None
     # mode="auto": the slowdown allowed (OffloadConfig.max_overhead), which
@@ -147,6 +149,11 @@ class OffloadPlan:
     # the step report tells a marked module that ran inside this graph and
     # saved nothing from one Dynamo ran outside the compiled graphs.
     modules: frozenset[str] = frozenset()
+
+    @property
+    def selection(self) -> Optional[str]:
+        """The notes as the plan's selection line (``notes.selection_text``); None without notes."""
+        return selection_text(self.notes)
 
     @property
     def predicted_reduction(self) -> Optional[int]:

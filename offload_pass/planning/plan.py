@@ -22,7 +22,8 @@ import math
 from typing import Optional, Sequence
 
 from offload_pass.config import OffloadConfig
-from offload_pass.enums import CopyKind, Decision, Mode, SavedKind
+from offload_pass.enums import CopyKind, Decision, Mode, NoteCode, SavedKind
+from offload_pass.planning.notes import note
 from offload_pass.planning.offload_plan import Described, OffloadGroup, OffloadPlan, PlanEntry
 from offload_pass.planning.reasons import Detail, Reason, detail, sentence
 from offload_pass.planning.saved_set import SavedTensor
@@ -62,7 +63,7 @@ def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str, measure
     return dataclasses.replace(
         plan, graph_id=graph_id, entries=entries, groups=[], prediction=plan.baseline,
         ideal_peak=None, reload_headroom=0, release_after={}, reload_before={},
-        selection=f"mode=auto fell back from {plan.graph_id}, {fallback}", recompute_level=None,
+        notes=(note(NoteCode.FALLBACK, graph=plan.graph_id, why=fallback),), recompute_level=None,
         saved_for_recompute=(), recompute_trials=(), recompute_skipped=(), measured=measured, calibration=None,
         replan_reason=None, host_pool=None, fallback=None,
     )

@@ -24,10 +24,11 @@ import torch
 import torch.fx as fx
 
 from offload_pass.config import DEFAULT_RELOAD_HEADROOM, OffloadConfig
-from offload_pass.enums import Mode, ScheduleKind
+from offload_pass.enums import Mode, NoteCode, ScheduleKind
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.schedules import release_schedule, reload_ceiling, reload_schedule
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
+from offload_pass.planning.notes import note
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
 from offload_pass.planning.reasons import Reason, detail
 from offload_pass.planning.selection import StepWithoutOffload, candidates, choose_auto, choose_for_budget
@@ -160,12 +161,12 @@ def _select(
     forced: Optional[frozenset[str]] = None,
 ) -> OffloadPlan:
     """mode="auto" / "budget": keep the candidate copies the selection does
-    not choose, and say in the plan what was chosen. ``budget`` is met on
+    not choose, and say in the plan what was chosen (its first note). ``budget`` is met on
     the memory timeline, less ``peak_offset`` (what the timeline missed)."""
     pool = candidates(lifetimes)
     if config.mode == Mode.AUTO and forced is not None:
         chosen = [c for c in pool if c.key in forced]
-        note = f"mode=auto (max_overhead {config.max_overhead:.1%}; copies measured within it before)"
+        said = (NoteCode.SELECTION_MEASURED, {"max_overhead": config.max_overhead})
         why = (Reason.AUTO_MEASURED_SET, ())
     elif config.mode == Mode.AUTO:
         # Below 0 (plain Inductor measured faster than predicted by more
@@ -173,30 +174,19 @@ def _select(
         within = max_overhead if select_within is None else select_within
         chosen = choose_auto(step, pool, within)[0] if within >= 0 else []
         chosen = chosen if max_copies is None else chosen[:max_copies]
-        retried = "" if within == max_overhead else f"; chosen within {within:+.1%}"
-        note = f"mode=auto (max_overhead {config.max_overhead:.1%}{retried})"
-        if max_overhead != config.max_overhead:
-            note = (
-                f"mode=auto (max_overhead {config.max_overhead:.1%} of plain Inductor's step as measured: "
-                f"{max_overhead:+.1%} over the step without offload as predicted{retried})"
-            )
+        said = (
+            NoteCode.SELECTION_AUTO, {"max_overhead": config.max_overhead, "allowed": max_overhead, "within": within}
+        )
         why = (Reason.AUTO_NOT_CHOSEN, detail(max_overhead=config.max_overhead))
     else:
         if budget is None:
             raise ValueError("schedule_copies: mode='budget' needs the budget in bytes (budget_bytes)")
         chosen, _ = choose_for_budget(step, pool, budget - peak_offset)
-        on_timeline = ""
-        if peak_offset:
-            missed = (
-                f"which missed {format_bytes(peak_offset)}" if peak_offset > 0
-                else f"which counted {format_bytes(-peak_offset)} more than"
-            )
-            on_timeline = f"; {format_bytes(budget - peak_offset)} on the memory timeline, {missed} at the measured peak"
-        note = f"mode=budget ({format_bytes(budget)}{on_timeline})"
+        said = (NoteCode.SELECTION_BUDGET, {"budget": budget, "peak_offset": peak_offset})
         why = (Reason.BUDGET_NOT_NEEDED, ())
     keys = {c.key for c in chosen}
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, *why)
-    plan.selection = f"{note}: chose {len(chosen)} of {len(pool)} copies"
+    plan.notes = (note(said[0], **said[1], chosen=len(chosen), candidates=len(pool)),)
     return plan
 
 
@@ -220,18 +210,21 @@ def budget_bytes(config: OffloadConfig, without_offload: StepPrediction) -> Opti
     return int(budget * without_offload.timeline_peak) if isinstance(budget, float) else budget
 
 
-def check_budget(plan: OffloadPlan, target: Optional[int], recompute_tried: bool) -> None:
-    """mode="budget": say (plan and log) when the predicted peak of the
-    rewritten step is over the budget ``target`` (bytes; None: no budget)."""
+def check_budget(
+    plan: OffloadPlan, target: Optional[int], recompute_tried: bool, floor: Optional[int] = None
+) -> None:
+    """mode="budget": say (an OUT_OF_REACH note on the plan, and the log)
+    when the predicted peak of the rewritten step is over the budget
+    ``target`` (bytes; None: no budget). ``floor``: the lowest peak the
+    search can build a plan for (bytes; None: not known), which the note
+    asks the user to budget at least."""
     if target is None or plan.baseline is None or plan.prediction is None:
         return
     if plan.prediction.peak <= target:
         return
-    means = "offload and recompute" if recompute_tried else "offload alone"
-    note = (
-        f"out of reach by {means}: the predicted peak is {format_bytes(plan.prediction.peak)}, "
-        f"{format_bytes(plan.prediction.peak - target)} over the budget "
-        f"(predicted peak without offload {format_bytes(plan.baseline.timeline_peak)})"
+    made = note(
+        NoteCode.OUT_OF_REACH, target=target, peak=plan.prediction.peak, without=plan.baseline.timeline_peak,
+        recompute_tried=recompute_tried, floor=floor,
     )
-    plan.selection = f"{plan.selection or f'mode=budget ({format_bytes(target)})'}; {note}"
-    log.warning("offload_pass: %s mode=budget (%s): %s", plan.graph_id, format_bytes(target), note)
+    plan.notes = (*plan.notes, made)
+    log.warning("offload_pass: %s mode=budget (%s): %s", plan.graph_id, format_bytes(target), made)
