@@ -2,7 +2,10 @@
 
 Takes: sizes. Gives: a pre-norm decoder stack (attention through
 ``scaled_dot_product_attention`` + GELU MLP) whose layers are named
-``layers.N.attn`` / ``layers.N.mlp``, the names the markers' examples use.
+``layers.N.attn`` / ``layers.N.mlp``, the names the markers' examples use;
+a mixture-of-experts stack; and ``llama3_8b_shape``, a Hugging Face
+``LlamaForCausalLM`` of Llama-3-8B's shape built on the meta device (no
+weight allocated: for planning offline, ``offload_pass.offline``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["Attention", "MLP", "DecoderLayer", "Decoder", "make_decoder", "MoEStack", "make_moe"]
+__all__ = [
+    "Attention", "MLP", "DecoderLayer", "Decoder", "make_decoder", "MoEStack", "make_moe", "llama_shape",
+    "llama3_8b_shape",
+]
 
 
 class Attention(nn.Module):
@@ -117,3 +123,34 @@ def make_moe(
 ) -> MoEStack:
     torch.manual_seed(seed)
     return MoEStack(layers, hidden, ffn, experts).to(device=device, dtype=dtype)
+
+
+def llama_shape(
+    seq: int, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, batch: int = 1,
+    dtype: torch.dtype = torch.bfloat16,
+):
+    """A Hugging Face ``LlamaForCausalLM`` of these sizes on the meta device
+    (SDPA attention, no KV cache) and its inputs, ``input_ids`` and
+    ``labels`` of ``batch`` x ``seq`` (the loss inside the model):
+    ``(model, inputs)``, as ``examples.explain`` takes a factory's."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=kv_heads, vocab_size=vocab, max_position_embeddings=max(seq, 8192),
+        use_cache=False, attn_implementation="sdpa",
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).to(dtype)
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    return model, {"input_ids": ids, "labels": ids}
+
+
+def llama3_8b_shape(seq: int = 8192, layers: int = 32, batch: int = 1):
+    """Llama-3-8B's shape (hidden 4096, 32 query / 8 key-value heads, FFN
+    14336, vocabulary 128256, bf16) with ``layers`` layers at ``seq``
+    tokens, on the meta device: ``(model, inputs)``. Its 16 GB of weights
+    are never allocated; plan it with ``offload_pass.offline.plan_offline``
+    or ``python -m offload_pass.examples.explain --device-profile h200
+    offload_pass.examples.models:llama3_8b_shape``."""
+    return llama_shape(seq, layers, 4096, 32, 8, 14336, 128256, batch)

@@ -10,7 +10,8 @@ Takes: a device (for its measured speeds) and graph modules. Gives:
   overrides the copy bandwidth. CPU graphs get fixed figures (their copies are
   synchronous, the schedule only has to be deterministic there).
 - ``estimate_node_ms(gm, profile)``: a roofline estimate per node: FLOPs from
-  ``torch.utils.flop_counter``'s formulas over the fake tensors, else bytes
+  ``torch.utils.flop_counter``'s formulas over the fake tensors (and theirs
+  for SDPA over the CPU's fused attention, which they lack), else bytes
   read and written over memory bandwidth; views and fused-away pointwise ops
   cost nothing.
 
@@ -189,11 +190,33 @@ def _tensor_bytes(value: object) -> int:
     return 0
 
 
+def _cpu_flash_flops(query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _cpu_flash_backward_flops(grad_out, query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+# Formulas torch.utils.flop_counter lacks. The CPU's fused attention (what
+# SDPA becomes on the CPU, and on the meta device when planning offline)
+# does the work of the CUDA kernels, which grows with the square of the
+# sequence: priced by PyTorch's SDPA formulas (as theirs, causal or not).
+_EXTRA_FLOPS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward_flops,
+}
+
+
 def _flops(node: fx.Node) -> int:
     from torch.utils.flop_counter import flop_registry
 
     packet = getattr(node.target, "overloadpacket", None)
-    formula = flop_registry.get(packet)
+    formula = flop_registry.get(packet) or _EXTRA_FLOPS.get(packet)
     if formula is None:
         return 0
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _hinted(n.meta.get("val")))
