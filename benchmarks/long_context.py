@@ -130,6 +130,7 @@ def build_model(shape: dict, seq: int, dtype: torch.dtype, device: str, chunk: i
         max_position_embeddings=seq, rope_theta=500000.0, attention_dropout=0.0, use_cache=False,
         attn_implementation="sdpa",
     )
+    _causal_by_sdpa()
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -143,6 +144,17 @@ def build_model(shape: dict, seq: int, dtype: torch.dtype, device: str, chunk: i
         layer.self_attn.q_proj = LoRALinear(layer.self_attn.q_proj, LORA_RANK)
         layer.self_attn.v_proj = LoRALinear(layer.self_attn.v_proj, LORA_RANK)
     return model.train()
+
+
+def _causal_by_sdpa() -> None:
+    """Llama's causal mask left to SDPA's ``is_causal`` (its flash kernel), as
+    transformers does eagerly for a batch without padding. Under
+    torch.compile transformers builds the mask as a tensor instead (S x S:
+    4 GiB at 64k tokens, kept for backward) and SDPA cannot use its flash
+    kernel with one; every variant runs with this."""
+    from transformers.models.llama import modeling_llama
+
+    modeling_llama.create_causal_mask = lambda *args, **kwargs: None
 
 
 def adapters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
@@ -192,11 +204,28 @@ def _pt_offload_patches(layers: int) -> tuple[dict, dict, dict]:
     return patches, {"joint_custom_pre_pass": marks}, {"pt_offload_config": patches}
 
 
-def _ours_backend(variant: str, tiny: bool, budget_bytes: Optional[int]):
+def host_limit_bytes(fraction: float) -> Optional[int]:
+    """``fraction`` of the host memory available now (/proc/meminfo), or None
+    (no limit: a fraction of 0, or no /proc): ours' host_memory_limit, so a
+    plan that would pin more than the host has keeps tensors on the device
+    instead (with a warning) rather than the process being killed."""
+    if not fraction:
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return None
+    return int(available * fraction)
+
+
+def _ours_backend(variant: str, args, budget_bytes: Optional[int]):
     import offload_pass
 
     # Tiny shapes: every tensor is under the default min_bytes (1 MiB); let them move.
-    small = {"min_bytes": 0} if tiny else {}
+    small = {"min_bytes": 0} if args.tiny else {}
+    if args.host_limit_bytes is not None:
+        small["host_memory_limit"] = args.host_limit_bytes
     if variant == "ours_marked":
         return offload_pass.make_backend(**small)
     if variant == "ours_budget":
@@ -214,7 +243,8 @@ def setup_variant(variant: str, model: torch.nn.Module, args, budget_bytes: Opti
     compile_backend: object = "inductor"
     if variant in ("hf_ckpt", "hf_ckpt_offload"):
         kwargs = {"gradient_checkpointing_kwargs": {"use_reentrant": False}}
-        if variant == "hf_ckpt_offload" and _hf_offload_supported():
+        # transformers pins its host copies with no accelerator too, which fails on a CPU: the wrapper there.
+        if variant == "hf_ckpt_offload" and _hf_offload_supported() and args.device == "cuda":
             model.gradient_checkpointing_enable(offload=True, **kwargs)
             out["notes"]["offload_by"] = "transformers gradient_checkpointing_enable(offload=True)"
         elif variant == "hf_ckpt_offload":
@@ -231,7 +261,7 @@ def setup_variant(variant: str, model: torch.nn.Module, args, budget_bytes: Opti
     elif variant.startswith("ours_"):
         if variant == "ours_marked":
             offload_pass.offload_modules(model, "model.layers.*.self_attn", "model.layers.*.mlp")
-        compile_backend = out["backend"] = _ours_backend(variant, args.tiny, budget_bytes)
+        compile_backend = out["backend"] = _ours_backend(variant, args, budget_bytes)
     elif variant != "inductor":
         raise SystemExit(f"unknown --variant {variant!r}; valid: {', '.join(VARIANTS)}")
     if "offload_by" in out["notes"]:
@@ -380,6 +410,8 @@ def measure(args, shape: dict, seq: int, dtype: torch.dtype) -> dict:
     ids, labels = batch(shape["vocab"], seq, args.device)
     step = make_step(setup["compiled"], optimizer, ids, labels, args.device)
     row: dict = {"memory_budget_bytes": budget if args.variant == "ours_budget" else None, **setup["notes"]}
+    if args.variant.startswith("ours_"):
+        row["host_memory_limit_bytes"] = args.host_limit_bytes
     with torch._functorch.config.patch(**setup["functorch"]), torch._inductor.config.patch(**setup["inductor"]):
         row["compile_and_first_step_s"] = step()
         warm = [step() for _ in range(args.warmup - 1)]
@@ -518,7 +550,8 @@ def _child(args, variant: str, seq: int, log_dir: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--variant", variant, "--seq", str(seq), "--out", path,
            "--layers", str(args.layers), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--blocks", str(args.blocks), "--control-seq", str(args.control_seq),
-           "--control-steps", str(args.control_steps), "--chunk", str(args.chunk)] + (["--tiny"] if args.tiny else [])
+           "--control-steps", str(args.control_steps), "--chunk", str(args.chunk),
+           "--host-limit", str(args.host_limit)] + (["--tiny"] if args.tiny else [])
     began = time.perf_counter()
     try:
         done = subprocess.run(cmd, timeout=args.row_timeout, capture_output=True, text=True)
@@ -535,6 +568,8 @@ def _child(args, variant: str, seq: int, log_dir: str) -> dict:
             row = json.load(f)[0]
     except (OSError, ValueError, IndexError):
         reason = f"timed out after {args.row_timeout} s" if rc is None else f"exit status {rc}: {log[-300:]}"
+        if rc is not None and rc < 0:  # a signal: SIGKILL is the kernel's OOM killer where the host ran out
+            reason = f"killed by signal {-rc} (SIGKILL: host memory?): {log[-300:]}"
         row |= {"oom": "out of memory" in log.lower(), "error": reason}
     os.unlink(path)
     row["process_s"] = time.perf_counter() - began
@@ -563,9 +598,17 @@ def run_all(args) -> list[dict]:
     log_dir = os.path.splitext(args.out)[0] + "_logs"
     os.makedirs(log_dir, exist_ok=True)
     seqs, rows, oom_at = list(args.seq), [], {}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            rows = json.load(f)
+        for r in sorted(rows, key=lambda r: -r["seq"]):
+            if r.get("oom"):
+                oom_at[r["variant"]] = r["seq"]
     for seq in seqs:  # grows while it runs
         for variant in variants:
-            if variant in oom_at:
+            if any(r["variant"] == variant and r["seq"] == seq for r in rows):
+                continue  # --resume: already there
+            if variant in oom_at and oom_at[variant] < seq:
                 rows.append({"variant": variant, "seq": seq, "layers": args.layers, "tokens_per_s": None, "oom": True,
                              "error": f"not run: out of memory at seq {oom_at[variant]}"})
                 continue
@@ -635,7 +678,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--extend", action=argparse.BooleanOptionalAction, default=True,
                    help="--all: double the length past the list while a variant still runs")
     p.add_argument("--max-seq", type=int, default=262144)
-    p.add_argument("--row-timeout", type=int, default=1800, help="--all: seconds per row")
+    p.add_argument("--row-timeout", type=int, default=3600, help="--all: seconds per row")
+    p.add_argument("--resume", action="store_true", help="--all: keep the rows --out holds, run the others")
+    p.add_argument("--host-limit", type=float, default=0.8,
+                   help="ours: host_memory_limit, this fraction of the host memory available at the row's start (0: none)")
     p.add_argument("--grad-check", action="store_true")
     p.add_argument("--grad-steps", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, vocab 256, seq 64, fp32, CPU")
@@ -651,6 +697,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         args.control_seq = 0 if args.tiny else 4096
     if args.tiny:
         args.layers = TINY["layers"]
+    args.host_limit_bytes = host_limit_bytes(args.host_limit)
     if args.warmup < 1 or args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}), which must be at least 1")
     if args.all and not args.out:
