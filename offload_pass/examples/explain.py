@@ -8,7 +8,16 @@ with an offload backend, one forward and backward run (the loss: see
 ``loss_of``), and for each compiled graph the plan table and the diff of the
 rewritten forward and backward graphs are printed. No GPU needed.
 
+``--device-profile NAME`` plans offline instead (``offload_pass.offline``):
+the factory may build its model on the meta device (no weight allocated;
+one built elsewhere is moved there), the
+plans are made for the GPU that profile names ("h100", "h200", "measured";
+``planning/profiles.py``) and nothing runs; each graph's planning time is
+printed beside PyTorch's partitioner's on the same joint graph.
+
   python -m offload_pass.examples.explain offload_pass.examples.explain:example
+  python -m offload_pass.examples.explain --device-profile h200 --mode budget --memory-budget 0.5 \
+      offload_pass.examples.models:llama3_8b_shape
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from collections.abc import Mapping
 import torch
 
 from offload_pass.backend import make_backend
+from offload_pass.config import OffloadConfig
 from offload_pass.reporting.graph_text import graph_diff
 
 
@@ -81,15 +91,47 @@ def loss_of(out: object) -> torch.Tensor:
     )
 
 
+def _print_graphs(plan_id: str, graphs, how: str) -> None:
+    if how == "diff":
+        print(graph_diff(graphs.forward_before, graphs.forward, f"{plan_id} forward"))
+        print(graph_diff(graphs.backward_before, graphs.backward, f"{plan_id} backward"))
+    elif how == "full":
+        print(f"## {plan_id} forward\n{graphs.forward}\n## {plan_id} backward\n{graphs.backward}")
+
+
+def _offline(model, args_in: tuple, kwargs_in: dict, config: OffloadConfig, profile: str, graphs: str) -> int:
+    """Plan offline for ``profile`` and print the plans, graphs and times."""
+    from offload_pass.offline import plan_offline
+
+    model = model.to("meta")  # a factory that built it elsewhere: planned alike, its weights dropped
+    try:
+        made = plan_offline(model, args_in, kwargs_in, config=config, device_profile=profile, keep_graphs=graphs != "none")
+    except ValueError as error:
+        raise SystemExit(f"explain: {error}") from None
+    for graph in made.graphs:
+        if graph.graph_texts is not None:
+            _print_graphs(graph.plan.graph_id, graph.graph_texts, graphs)
+    print(made)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("factory", nargs="?", default="offload_pass.examples.explain:example")
     p.add_argument("--min-bytes", type=int, default=0, help="OffloadConfig.min_bytes (default 0 on CPU)")
     p.add_argument("--graphs", choices=["diff", "full", "none"], default="diff")
+    p.add_argument("--device-profile", help="plan offline for this GPU (h100, h200, measured); the model on meta")
+    p.add_argument("--mode", default="marked", help="OffloadConfig.mode (marked, auto, budget)")
+    p.add_argument("--memory-budget", type=float, help="OffloadConfig.memory_budget for --mode budget (a fraction)")
     args = p.parse_args(argv)
     sys.path.insert(0, "")
     model, args_in, kwargs_in = _load(args.factory)
-    backend = make_backend(min_bytes=args.min_bytes, keep_graphs=args.graphs != "none")
+    overrides = {"min_bytes": args.min_bytes, "mode": args.mode}
+    if args.memory_budget is not None:
+        overrides["memory_budget"] = args.memory_budget
+    if args.device_profile is not None:
+        return _offline(model, args_in, kwargs_in, OffloadConfig(**overrides), args.device_profile, args.graphs)
+    backend = make_backend(keep_graphs=args.graphs != "none", **overrides)
     loss_of(torch.compile(model, backend=backend)(*args_in, **kwargs_in)).backward()
     if not backend.plans:
         print("explain: nothing was compiled with gradients (no backward graph, so no plan)")
@@ -98,12 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         plan = record.plan
         print(plan)
         print()
-        graphs = record.graph_texts
-        if args.graphs == "diff":
-            print(graph_diff(graphs.forward_before, graphs.forward, f"{plan.graph_id} forward"))
-            print(graph_diff(graphs.backward_before, graphs.backward, f"{plan.graph_id} backward"))
-        elif args.graphs == "full":
-            print(f"## {plan.graph_id} forward\n{graphs.forward}\n## {plan.graph_id} backward\n{graphs.backward}")
+        if record.graph_texts is not None:
+            _print_graphs(plan.graph_id, record.graph_texts, args.graphs)
     print(backend.last_step())
     return 0
 

@@ -49,6 +49,16 @@ __all__ = ["PYTORCH_BUDGET", "plan_offline"]
 PYTORCH_BUDGET = 0.5
 
 
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    """Wall and CPU seconds since ``start`` (``_clocks``)."""
+    now = _clocks()
+    return now[0] - start[0], now[1] - start[1]
+
+
 class _Planner(CustomPartitionerFn):
     """Inductor's partitioner hook: the pipeline under ``profile``, each
     graph's ``GraphPlan`` appended to ``graphs``."""
@@ -60,10 +70,10 @@ class _Planner(CustomPartitionerFn):
 
     def __call__(self, joint: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         annotate_requests(joint.graph, self.marks[-1] if self.marks else None)
-        start = time.perf_counter()
+        start = _clocks()
         with torch._functorch.config.patch(activation_memory_budget=PYTORCH_BUDGET):
             min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
-        pytorch_s = time.perf_counter() - start
+        pytorch_s = _since(start)
         prefix = self.frame_root if self.frame_root is not None else (
             (self.marks[-1].qualname or "") if self.marks else ""
         )
@@ -71,14 +81,15 @@ class _Planner(CustomPartitionerFn):
             self.config, joint, joint_inputs, kwargs, f"graph {len(self.graphs)}", prefix, None, self.keep_graphs,
             profile=self.profile,
         )
-        start = time.perf_counter()
+        start = _clocks()
         state = run_pipeline(ctx)
-        planning_s = time.perf_counter() - start
+        planning_s = _since(start)
         texts = None if state.texts_before is None else GraphTexts(
             *state.texts_before, render_graph(state.fw_gm), render_graph(state.bw_gm)
         )
         self.graphs.append(GraphPlan(
-            state.plan, planning_s, pytorch_s, PYTORCH_BUDGET, len(joint.graph.nodes), texts,
+            state.plan, planning_s[0], pytorch_s[0], PYTORCH_BUDGET, len(joint.graph.nodes), texts,
+            planning_s[1], pytorch_s[1],
         ))
         return state.fw_gm, state.bw_gm
 

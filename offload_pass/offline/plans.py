@@ -16,7 +16,7 @@ from typing import Optional
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.offload_plan import OffloadPlan
 from offload_pass.reporting.compile_record import GraphTexts
-from offload_pass.units import mib
+from offload_pass.units import format_bytes
 
 __all__ = ["GraphPlan", "OfflinePlans"]
 
@@ -27,7 +27,9 @@ class GraphPlan:
     predictions, rewrites); ``pytorch_partition_s``: PyTorch's
     ``min_cut_rematerialization_partition`` once, under
     ``pytorch_budget`` (its ``activation_memory_budget``), on the same
-    joint graph; ``joint_nodes``: that graph's size."""
+    joint graph; ``joint_nodes``: that graph's size; ``*_cpu_s``: the
+    same two in this process's CPU time (what a shared machine's wall clock
+    inflates)."""
 
     plan: OffloadPlan
     planning_s: float
@@ -35,6 +37,8 @@ class GraphPlan:
     pytorch_budget: float
     joint_nodes: int
     graph_texts: Optional[GraphTexts] = None
+    planning_cpu_s: float = 0.0
+    pytorch_partition_cpu_s: float = 0.0
 
     def summary(self) -> str:
         """One line: the predicted peaks and step, and the two times."""
@@ -42,7 +46,7 @@ class GraphPlan:
         peaks = ""
         if plan.baseline is not None and plan.prediction is not None:
             peaks = (
-                f"predicted peak {mib(plan.baseline.peak):.0f} -> {mib(plan.prediction.peak):.0f} MiB, "
+                f"predicted peak {format_bytes(plan.baseline.peak)} -> {format_bytes(plan.prediction.peak)}, "
                 f"step {plan.baseline.step_ms:.1f} -> {plan.prediction.step_ms:.1f} ms; "
             )
         return (
@@ -77,7 +81,7 @@ class OfflinePlans:
         return sum(g.pytorch_partition_s for g in self.graphs)
 
     def __str__(self) -> str:
-        memory = "" if self.device_memory is None else f", {mib(self.device_memory) / 1024:.1f} GiB"
+        memory = "" if self.device_memory is None else f", {format_bytes(self.device_memory)}"
         lines = [f"planned offline for {self.device_profile} ({self.profile.source}{memory})", ""]
         for graph in self.graphs:
             lines += [str(graph.plan), "", graph.summary(), ""]
