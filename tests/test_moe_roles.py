@@ -1,5 +1,6 @@
 """Roles on Hugging Face's mixture-of-experts experts, fp32 (what a config
-gives by default): Qwen3-MoE and Mixtral from tiny configs (no download).
+gives by default): Qwen3-MoE, Mixtral and DeepSeek-V3 (its experts beside a
+shared expert, routed by group-limited top-k) from tiny configs (no download).
 
 In fp32 under torch.compile, transformers' experts call its
 ``transformers::grouped_mm_fallback`` custom op, whose backward
@@ -55,6 +56,23 @@ def build_mixtral_fp32() -> torch.nn.Module:
     return MixtralForCausalLM(config)
 
 
+def build_deepseek_v3_fp32() -> torch.nn.Module:
+    """One MoE layer (``first_k_dense_replace=0``): compiling DeepSeek-V3's
+    experts in fp32 costs Dynamo a failed backward trace and a retry per
+    frame, with plain Inductor too, so one layer keeps the test short."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    config = DeepseekV3Config(
+        num_hidden_layers=1, first_k_dense_replace=0, hidden_size=32, num_attention_heads=2,
+        num_key_value_heads=2, intermediate_size=64, moe_intermediate_size=16, n_routed_experts=4,
+        num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1, q_lora_rank=16,
+        kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8, vocab_size=VOCAB,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    return DeepseekV3ForCausalLM(config)
+
+
 def lm_inputs() -> dict:
     ids = torch.randint(0, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(1))
     return {"input_ids": ids, "labels": ids.clone()}
@@ -67,17 +85,18 @@ def hf_step(compiled, inputs):
 
 
 @pytest.mark.parametrize(
-    "build",
+    "build, layers",
     [
-        pytest.param(build_qwen3_moe_fp32, marks=pytest.mark.xdist_group("build_qwen3_moe_fp32")),
-        pytest.param(build_mixtral_fp32, marks=pytest.mark.xdist_group("build_mixtral_fp32")),
+        pytest.param(build_qwen3_moe_fp32, LAYERS, marks=pytest.mark.xdist_group("build_qwen3_moe_fp32")),
+        pytest.param(build_mixtral_fp32, LAYERS, marks=pytest.mark.xdist_group("build_mixtral_fp32")),
+        pytest.param(build_deepseek_v3_fp32, LAYERS[:1], marks=pytest.mark.xdist_group("build_deepseek_v3_fp32")),
     ],
-    ids=["qwen3moe", "mixtral"],
+    ids=["qwen3moe", "mixtral", "deepseekv3"],
 )
-def test_fp32_experts_with_roles_compile_keep_and_say_why(build):
+def test_fp32_experts_with_roles_compile_keep_and_say_why(build, layers):
     model = build()
     assert next(model.parameters()).dtype == torch.float32
-    assert offload_pass.offload_modules(model, "model.layers.*.mlp.experts", roles=["act"]) == list(LAYERS)
+    assert offload_pass.offload_modules(model, "model.layers.*.mlp.experts", roles=["act"]) == list(layers)
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -89,19 +108,19 @@ def test_fp32_experts_with_roles_compile_keep_and_say_why(build):
     assert grads.keys() == want_grads.keys()
     differ = sorted(n for n in grads if not torch.equal(grads[n], want_grads[n]))
     assert not differ, f"gradients differ from plain Inductor's: {differ}"
-    assert any(LAYERS[0] in n for n in grads)  # the experts' weights got gradients
+    assert any(layers[0] in n for n in grads)  # the experts' weights got gradients
 
     entries = [e for plan in backend.plans for e in plan.entries]
     assert backend.plans and entries
     # The matmul layers ran eagerly: no tensor has a role, none moves from the experts.
     assert {e.role for e in entries} == {None}
-    assert not [e for e in entries if e.decision == "offload" and e.module.startswith(LAYERS)]
+    assert not [e for e in entries if e.decision == "offload" and e.module.startswith(layers)]
 
     messages = [str(w.message) for w in caught if str(w.message).startswith("offload_pass:")]
     said = [m for m in messages if "asks for roles ['act']" in m]
     assert said and all("ran outside any compiled graph" in m and "grouped_mm_fallback" in m for m in said), messages
     # Each marked module is named by a warning saying why nothing of it moved.
-    for module in LAYERS:
+    for module in layers:
         assert any(f"module {module} " in m for m in messages), (module, messages)
 
 
