@@ -13,14 +13,16 @@ from typing import Optional, Union
 
 from offload_pass.enums import Mode, PassName, ScheduleKind
 
-__all__ = ["DEFAULT_RELOAD_HEADROOM", "OffloadConfig"]
+__all__ = ["DEFAULT_MAX_OVERHEAD", "DEFAULT_RELOAD_HEADROOM", "OffloadConfig"]
 
 # OffloadConfig.reload_headroom when None: a share of the bytes offloaded
 # (the field's comment says what it buys).
 DEFAULT_RELOAD_HEADROOM = 0.02
+# OffloadConfig.max_overhead under mode="auto" when not given: 2 %.
+DEFAULT_MAX_OVERHEAD = 0.02
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class OffloadConfig:
     """Knobs of the pass, validated on construction. Defaults suit a
     transformer block on one GPU. Each field's comment says what it does;
@@ -81,7 +83,10 @@ class OffloadConfig:
     # mode="auto": the allowed predicted slowdown (0.02 = 2 %; inf: any). On
     # CUDA the measured step is held to it too: a plan measured over it by
     # more than 1 % of the step is planned once more (replan reason "overhead").
-    max_overhead: float = 0.02
+    # None (not given) is DEFAULT_MAX_OVERHEAD under mode="auto" and stays
+    # None under the other modes, where giving it is an error: it would do
+    # nothing there.
+    max_overhead: Optional[float] = None
     # mode="budget": the peak to reach, in bytes (an int) or as a fraction of
     # the predicted peak without offload (a float in (0, 1]).
     memory_budget: Optional[Union[int, float]] = None
@@ -98,9 +103,15 @@ class OffloadConfig:
         _check_counts(self)
         object.__setattr__(self, "schedule", ScheduleKind.parse(self.schedule, "OffloadConfig.schedule"))
         object.__setattr__(self, "mode", Mode.parse(self.mode, "OffloadConfig.mode"))
+        _check_overhead(self)
         _check_speeds_and_limits(self)
         _check_budget(self)
         object.__setattr__(self, "disabled_passes", _parse_passes(self.disabled_passes))
+
+    def __repr__(self) -> str:
+        """The fields set away from their defaults only: torch.compile puts
+        the backend's repr ahead of a backend error, which must stay readable."""
+        return f"OffloadConfig({', '.join(f'{k}={v!r}' for k, v in _changed_fields(self))})"
 
     def replace(self, **overrides: object) -> "OffloadConfig":
         names = {f.name for f in dataclasses.fields(self)}
@@ -109,6 +120,11 @@ class OffloadConfig:
             raise TypeError(
                 f"unknown OffloadConfig option {sorted(unknown)}; valid options: {sorted(names)}"
             )
+        mode = Mode.parse(overrides.get("mode", self.mode), "OffloadConfig.mode")
+        if mode != Mode.AUTO and "max_overhead" not in overrides:
+            # A config leaving mode="auto" leaves its overhead behind, given or
+            # defaulted: under another mode it would be refused.
+            overrides["max_overhead"] = None
         return dataclasses.replace(self, **overrides)
 
     def cache_key(self) -> str:
@@ -122,6 +138,19 @@ class OffloadConfig:
         return (
             self.bandwidth_gbps, self.measure_kernels, self.pin_memory, PassName.HOST_POOL in self.disabled_passes,
         )
+
+
+def _changed_fields(config: OffloadConfig) -> list[tuple[str, object]]:
+    """(name, value) of each field away from its default; max_overhead
+    resolved to its default under mode="auto" counts as the default."""
+    changed = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name == "max_overhead" and value == DEFAULT_MAX_OVERHEAD:
+            continue
+        if value != field.default:
+            changed.append((field.name, value.value if isinstance(value, (Mode, ScheduleKind)) else value))
+    return changed
 
 
 def _is_int(value: object) -> bool:
@@ -153,12 +182,6 @@ def _check_speeds_and_limits(config: OffloadConfig) -> None:
     bandwidth = config.bandwidth_gbps
     if bandwidth is not None and (not _is_number(bandwidth) or not math.isfinite(bandwidth) or not bandwidth > 0):
         raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a finite number > 0, got {bandwidth!r}")
-    # inf is meaningful here (any slowdown); nan is not.
-    if not _is_number(config.max_overhead) or math.isnan(config.max_overhead) or config.max_overhead < 0:
-        raise ValueError(
-            "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
-            f"slowdown), got {config.max_overhead!r}"
-        )
     headroom = config.reload_headroom
     if headroom is not None and (
         not _is_number(headroom) or headroom < 0 or (isinstance(headroom, float) and not headroom <= 1)
@@ -175,6 +198,27 @@ def _check_speeds_and_limits(config: OffloadConfig) -> None:
     limit = config.host_memory_limit
     if limit is not None and (not _is_int(limit) or limit < 0):
         raise ValueError(f"OffloadConfig.host_memory_limit must be None or an int >= 0, got {limit!r}")
+
+
+def _check_overhead(config: OffloadConfig) -> None:
+    """max_overhead: given only with mode="auto" (like memory_budget with
+    mode="budget"); under "auto" None resolves to DEFAULT_MAX_OVERHEAD."""
+    overhead = config.max_overhead
+    if overhead is None:
+        if config.mode == Mode.AUTO:
+            object.__setattr__(config, "max_overhead", DEFAULT_MAX_OVERHEAD)
+        return
+    # inf is meaningful here (any slowdown); nan is not.
+    if not _is_number(overhead) or math.isnan(overhead) or overhead < 0:
+        raise ValueError(
+            "OffloadConfig.max_overhead must be a number >= 0 (0.02 = 2 %; inf: any "
+            f"slowdown), got {overhead!r}"
+        )
+    if config.mode != Mode.AUTO:
+        raise ValueError(
+            f"OffloadConfig.max_overhead applies to mode='auto' only (mode is {config.mode.value!r}); "
+            "pass mode='auto' with it, or leave it out"
+        )
 
 
 def _check_budget(config: OffloadConfig) -> None:

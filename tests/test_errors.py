@@ -1,6 +1,7 @@
 """Bad inputs give errors that name them and say what would be valid."""
 
 import re
+import sys
 import warnings
 
 import pytest
@@ -214,3 +215,50 @@ def test_config_accepts_valid_values():
 def test_make_backend_config_must_be_an_offload_config(config):
     with pytest.raises(TypeError, match=r"make_backend: config must be an OffloadConfig or None, got"):
         offload_pass.make_backend(config)
+
+
+@pytest.mark.parametrize("mode", ["marked", "budget"])
+def test_max_overhead_outside_auto_is_refused_like_memory_budget_outside_budget(mode):
+    extra = {"memory_budget": 0.5} if mode == "budget" else {}
+    with pytest.raises(ValueError, match=rf"OffloadConfig\.max_overhead applies to mode='auto' only \(mode is '{mode}'\)"):
+        offload_pass.OffloadConfig(mode=mode, max_overhead=0.05, **extra)
+    with pytest.raises(ValueError, match=r"max_overhead applies to mode='auto' only"):
+        offload_pass.make_backend(max_overhead=0.05)
+    with pytest.raises(ValueError, match=r"memory_budget applies to mode='budget' only"):
+        offload_pass.OffloadConfig(memory_budget=0.5)
+
+
+def test_max_overhead_defaults_to_two_percent_under_auto_only():
+    assert offload_pass.OffloadConfig().max_overhead is None
+    assert offload_pass.OffloadConfig(mode="auto").max_overhead == 0.02
+    assert offload_pass.make_backend(mode="auto").config.max_overhead == 0.02
+    auto = offload_pass.OffloadConfig(mode="auto", max_overhead=0.1)
+    # Leaving mode="auto" leaves the overhead behind; coming back takes the default.
+    budget = auto.replace(mode="budget", memory_budget=0.5)
+    assert budget.max_overhead is None
+    assert budget.replace(mode="auto", memory_budget=None).max_overhead == 0.02
+    assert auto.replace(min_bytes=0).max_overhead == 0.1
+
+
+def test_backend_repr_names_only_the_settings_changed():
+    # torch.compile leads a backend's error with its repr: it stays short.
+    assert repr(offload_pass.OffloadConfig()) == "OffloadConfig()"
+    backend = offload_pass.make_backend(min_bytes=0, mode="auto", disabled_passes=("offload",))
+    assert repr(backend) == "OffloadBackend(OffloadConfig(min_bytes=0, mode='auto', disabled_passes=('offload',)))"
+    assert repr(offload_pass.OffloadConfig(mode="auto", max_overhead=0.1)) == "OffloadConfig(mode='auto', max_overhead=0.1)"
+
+
+def test_marks_compiled_with_another_backend_warn_at_the_users_line():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    offload_pass.offload_modules(model, "0")
+    from offload_pass.marking.mark_stack import MARKS
+
+    MARKS.reset()
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        torch.compile(model, backend="eager")(torch.randn(2, 4)).sum().backward()
+    said = [w for w in caught if "compiled with another backend" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert (said[0].filename, said[0].lineno) == (__file__, line), (said[0].filename, said[0].lineno)

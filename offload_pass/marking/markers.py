@@ -315,8 +315,7 @@ def _mark_tensors(tensors: tuple[object, ...], mode: str, api: str) -> object:
         warn_once(
             f"offload_pass: {api} ran outside torch.compile, where it does nothing: tensor marks act "
             "only under torch.compile with an offload backend "
-            "(torch.compile(model, backend=offload_pass.offload_backend)); the tensors are returned as they are",
-            stacklevel=4,
+            "(torch.compile(model, backend=offload_pass.offload_backend)); the tensors are returned as they are"
         )
         return tensors[0] if len(tensors) == 1 else tensors
     # A view carries the mark into the joint graph; annotations.harvest_tensor_marks
