@@ -188,3 +188,25 @@ def test_fallback_op_is_a_matmul_layer_for_roles():
     assert len(mms) == 2 and found.sources == {"module experts"} and not found.cut
     assert roles[mms[0].args[0].name] == "fc1" and roles[mms[0].name] == "act"
     assert roles[mms[1].args[0].name] == "fc2"
+
+
+def test_a_cut_module_is_not_checked_for_roles_it_cannot_show():
+    """A module a graph break cut (``MlpRoles.cut``) shows neither its matmul
+    layers nor its fused ops here: its roles, MLP or registered, are not
+    checked against this graph (mlp_roles warned and its tensors are kept),
+    while a module present in the graph still is."""
+    import torch.fx as fx
+
+    from offload_pass.annotation.annotations import Request
+    from offload_pass.annotation.mlp_roles import MlpRoles
+    from offload_pass.meta_keys import REQUEST_KEY
+    from offload_pass.planning.saved_set import check_requested_roles
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    cut_node = graph.call_function(torch.ops.aten.relu.default, (x,))
+    cut_node.meta[REQUEST_KEY] = Request(offload=("gate_in",), keep=None, source="module experts", eager=True)
+    graph.output(cut_node)
+    check_requested_roles(graph, MlpRoles({}, {"module experts"}, frozenset({"module experts"})))
+    with pytest.raises(ValueError, match=r"module experts asks for roles \['gate_in'\] but its roles are"):
+        check_requested_roles(graph, MlpRoles({}, {"module experts"}))

@@ -21,7 +21,9 @@ What these models do to the pass (transformers 5.17, torch 2.13, CPU):
   under compile transformers calls its ``transformers::grouped_mm_fallback``
   custom op, whose backward calls ``offs.tolist()``, which AOTAutograd cannot
   trace (plain Inductor fails the same way and Dynamo runs those frames
-  eagerly), so that variant is not tested here. In bf16 the offloaded run's
+  eagerly), so that variant is not tested here: tests/test_moe_roles.py
+  tests it, with roles, for Qwen3-MoE, Mixtral and DeepSeek-V3 (kept and
+  said why in fp32; roles applied in bf16 on Mixtral). In bf16 the offloaded run's
   loss and gradients differ from plain Inductor's in the last bits with
   Inductor's defaults (loss by ~3e-5, gradients by up to ~2e-3): the rewrite
   changes where the fused forward kernels round to bf16. With

@@ -305,9 +305,12 @@ def traced_modules(fw_gm: fx.GraphModule, module_prefix: str = "") -> frozenset[
 def check_requested_roles(graph: fx.Graph, mlp: MlpRoles) -> None:
     """A mark with ``roles=`` must name roles that the fused ops under it
     have, or ``MLP_ROLES`` where it covers an MLP written with matmuls
-    (``graph``: the forward graph, so backward matmuls do not count)."""
+    (``graph``: the forward graph, so backward matmuls do not count). A
+    source in ``mlp.cut`` is not checked: a graph break left its matmul
+    layers and fused ops outside this graph, so its roles cannot be seen
+    here; ``mlp_roles`` has said so, and what it saves is kept."""
     requested: dict[str, set[str]] = {}
-    available: dict[str, set[str]] = {source: set(MLP_ROLES) for source in mlp.sources}
+    available: dict[str, set[str]] = {source: set(MLP_ROLES) for source in mlp.sources - mlp.cut}
     for node in graph.nodes:
         request = node.meta.get(REQUEST_KEY)
         if request is None or not request.roles:
@@ -317,6 +320,8 @@ def check_requested_roles(graph: fx.Graph, mlp: MlpRoles) -> None:
         if roles is not None:
             available.setdefault(request.source, set()).update(roles.all_roles)
     for source, wanted in sorted(requested.items()):
+        if source in mlp.cut:
+            continue
         have = available.get(source, set())
         unknown = wanted - have
         if unknown:
