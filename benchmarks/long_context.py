@@ -252,6 +252,10 @@ def setup_variant(variant: str, model: torch.nn.Module, args, budget_bytes: Opti
             out["notes"]["offload_by"] = "save_on_cpu(pin_memory=True) around each checkpointed decoder layer"
         else:
             model.gradient_checkpointing_enable(**kwargs)
+        if hasattr(model, "disable_input_require_grads"):
+            # gradient_checkpointing_enable makes the embeddings' output require grad (for reentrant
+            # checkpoints, which these are not) by a hook Dynamo breaks the graph on: removed.
+            model.disable_input_require_grads()
     elif variant.startswith("pt_budget_"):
         out["functorch"] = {"activation_memory_budget": float(variant[len("pt_budget_"):])}
     elif variant == "pt_offload":
@@ -259,6 +263,10 @@ def setup_variant(variant: str, model: torch.nn.Module, args, budget_bytes: Opti
             raise NotImplementedError("not in this torch")
         out["functorch"], out["inductor"], out["notes"] = _pt_offload_patches(len(model.model.layers))
     elif variant.startswith("ours_"):
+        from offload_pass.planning.cost_model import device_profile
+
+        # Measured before the compile (as bench_offload.py): a graph with nothing to copy would leave it unmeasured.
+        device_profile(torch.device(args.device))
         if variant == "ours_marked":
             offload_pass.offload_modules(model, "model.layers.*.self_attn", "model.layers.*.mlp")
         compile_backend = out["backend"] = _ours_backend(variant, args, budget_bytes)
