@@ -19,6 +19,7 @@ import torch
 import offload_pass
 from offload_pass.enums import Decision, NoteCode, SavedKind
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.plan import PlanEntry
 from offload_pass.planning.recompute import (
@@ -249,11 +250,15 @@ def test_unreachable_budget_says_offload_and_recompute_were_tried(caplog):
         plan = assert_same_training(_decoder(), _mark, INPUTS, mode="budget", memory_budget=0.05).plans[-1]
     assert "out of reach by offload and recompute: the predicted peak is " in plan.selection
     assert "out of reach by offload and recompute" in caplog.text
-    # The lowest predicted peak of every partition tried was kept.
-    tried = re.findall(r"(?:1\.0 \(none\)|[0-9.]+): [0-9.]+ ms, ([0-9.]+) (KiB|MiB)", plan.selection)
-    assert len(tried) >= 3, plan.selection
-    lowest = min(tried, key=lambda t: float(t[0]) * (1024 if t[1] == "MiB" else 1))
-    assert format_bytes(plan.prediction.peak) == " ".join(lowest), plan.selection
+    # The lowest predicted peak of every partition tried (block cuts among
+    # them) was kept, and it is the floor the plan reports.
+    (searched,) = [n for n in plan.notes if n.code == NoteCode.RECOMPUTE]
+    tried = searched["trials"]
+    assert len(tried) >= 3 and any(isinstance(t.level, BlockCut) for t in tried), plan.selection
+    assert plan.prediction.peak == min(t.peak for t in tried) == searched["floor"], plan.selection
+    (missed,) = [n for n in plan.notes if n.code == NoteCode.OUT_OF_REACH]
+    assert missed["floor"] == searched["floor"]
+    assert f"predicts {format_bytes(searched['floor'])} (its floor): ask for at least that" in plan.selection
 
 
 def test_recompute_is_tried_where_offload_reaches_the_budget_only_at_a_cost(monkeypatch):

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 import torch.fx as fx
@@ -25,6 +25,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, PassName
+from offload_pass.planning.blocks import BlockCut, cut_tags, find_blocks
 from offload_pass.planning.calibration import Calibration, overhead_allowed
 from offload_pass.planning.cost_model import DeviceProfile, device_profile
 from offload_pass.planning.lifetimes import copy_lifetimes
@@ -46,13 +47,13 @@ log = logging.getLogger("offload_pass")
 @dataclasses.dataclass(frozen=True)
 class PlanRequest:
     """Which partition and selection one run of the passes makes: PyTorch's
-    ``activation_memory_budget`` (``level``; None: as configured; a level's
+    ``activation_memory_budget`` or a ``BlockCut`` (``level``; None: as configured; a level's
     partition is measured from the first partition's step), the first
     ``max_copies`` copies the selection chose, the slowdown it chooses
     within (``select_within``; None: the one allowed), or exactly the copies
     of ``forced`` storages."""
 
-    level: Optional[float] = None
+    level: Optional[Union[float, BlockCut]] = None
     max_copies: Optional[int] = None
     select_within: Optional[float] = None
     forced: Optional[frozenset[str]] = None
@@ -106,6 +107,7 @@ class PassState:
     schedule: Optional[Schedule] = None
     timeline_after: Optional[Timeline] = None
     recompute_tried: bool = False  # mode="budget": the recompute search ran
+    floor: Optional[int] = None  # mode="budget": the lowest predicted peak of every partition the search tried
     stopped: bool = False  # a pass ended the run (a saved set planned already)
     changed_by: tuple[str, ...] = ()  # the passes that changed the graphs, in order
     notes: tuple = ()  # the search passes' SelectionNotes
@@ -168,8 +170,15 @@ def _change(before: Counter, after: Counter) -> str:
 
 
 def partition(state: PassState, ctx: PassContext) -> PassState:
-    """PyTorch's min-cut partitioner, under the request's ``activation_memory_budget``."""
+    """PyTorch's min-cut partitioner, under the request's ``activation_memory_budget``
+    or with the request's ``BlockCut`` tagged for recompute (``blocks.cut_tags``)."""
     level = ctx.request.level
+    if isinstance(level, BlockCut):
+        blocks = find_blocks(ctx.joint.graph)
+        with cut_tags(ctx.joint, blocks, level) as tagged:
+            log.debug("offload_pass: %s %s: %d nodes tagged for recompute", ctx.graph_id, level, tagged)
+            fw_gm, bw_gm = min_cut_rematerialization_partition(ctx.joint, ctx.joint_inputs, **ctx.kwargs)
+        return dataclasses.replace(state, fw_gm=fw_gm, bw_gm=bw_gm)
     patch = {} if level is None else {"activation_memory_budget": level}
     with torch._functorch.config.patch(**patch):
         fw_gm, bw_gm = min_cut_rematerialization_partition(ctx.joint, ctx.joint_inputs, **ctx.kwargs)

@@ -23,6 +23,7 @@ import torch.fx as fx
 from offload_pass.enums import Mode, NoteCode, PassName
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes
+from offload_pass.planning.blocks import BlockCut, Blocks, find_blocks
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
     saved_again_above, search_goes_on,
@@ -70,7 +71,8 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
     def run(request: PlanRequest, seen: set) -> Optional[PassState]:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
-    kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint))
+    blocks = find_blocks(ctx.joint.graph)
+    kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks)
     return dataclasses.replace(kept, recompute_tried=True)
 
 
@@ -83,6 +85,10 @@ def _trial(attempt: PassState) -> Trial:
     )
 
 
+def _named(level) -> str:
+    return str(level) if isinstance(level, BlockCut) else f"activation_memory_budget={level:g}"
+
+
 def _partition_logged(first: PassState, run: Run, level: float, seen: set) -> Optional[PassState]:
     """One level of mode="budget"'s search, with a line of progress (each
     level costs seconds to tens of seconds on a large model)."""
@@ -91,13 +97,13 @@ def _partition_logged(first: PassState, run: Run, level: float, seen: set) -> Op
     elapsed = time.perf_counter() - start
     if attempt is None:
         log.info(
-            "offload_pass: %s mode=budget: activation_memory_budget=%g saves what a level tried before saved "
-            "(partitioned in %.1f s)", first.plan.graph_id, level, elapsed,
+            "offload_pass: %s mode=budget: %s saves what a partition tried before saved "
+            "(partitioned in %.1f s)", first.plan.graph_id, _named(level), elapsed,
         )
     else:
         log.info(
-            "offload_pass: %s mode=budget: activation_memory_budget=%s (partitioned and planned in %.1f s)",
-            first.plan.graph_id, _trial(attempt).describe(), elapsed,
+            "offload_pass: %s mode=budget: %s (partitioned and planned in %.1f s)",
+            first.plan.graph_id, _named(level) + " -> " + _trial(attempt).describe(), elapsed,
         )
     return attempt
 
@@ -161,8 +167,45 @@ def _partition_levels(
     return attempts
 
 
+def _smallest_cut(first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set) -> list:
+    """The partitions that recompute the last ``count`` blocks, bisecting
+    ``count`` over 1..``of`` for the smallest whose plan the step simulator
+    predicts within ``budget`` (a cut of more blocks frees more; each costs
+    a partition): every attempt made, the reaching ones among them."""
+    attempts, low, high = [], 1, of
+    while low <= high:
+        count = (low + high) // 2
+        attempt = _partition_logged(first, run, BlockCut(count, of, keep_attention), seen)
+        if attempt is not None:
+            attempts.append(attempt)
+        if attempt is not None and attempt.plan.prediction.peak <= budget:
+            high = count - 1
+        else:
+            low = count + 1
+    return attempts
+
+
+def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Blocks], seen: set) -> list:
+    """The block partitions (``blocks.BlockCut``): the deepest first, every
+    block recomputed from its input (the search's floor); where its plan
+    reaches ``budget``, for attention kept and attention recomputed alike,
+    the fewest last blocks whose plan reaches it (``_smallest_cut``). None
+    without two blocks in the graph."""
+    if blocks is None or len(blocks) < 2:
+        return []
+    of = len(blocks)
+    deepest = _partition_logged(first, run, BlockCut(of, of), seen)
+    attempts = [] if deepest is None else [deepest]
+    if deepest is None or deepest.plan.prediction.peak > budget:
+        return attempts
+    for keep_attention in (True, False):
+        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen)
+    return attempts
+
+
 def recompute_for_budget(
-    first: PassState, run: Run, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None
+    first: PassState, run: Run, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None,
+    blocks: Optional[Blocks] = None,
 ) -> PassState:
     """mode="budget": partition again under ``RECOMPUTE_LEVELS`` (less
     ``skip``, a re-plan's levels out of reach before; where no level tried
@@ -174,6 +217,7 @@ def recompute_for_budget(
     every trial, the plan's ``recompute_trials``."""
     seen = {frozenset(t.name for t in first.saved)}
     attempts = _partition_levels(first, run, budget, {t.level for t in skip}, inputs_bytes, seen)
+    attempts += deep_attempts(first, run, budget, blocks, seen)
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.
@@ -193,9 +237,11 @@ def recompute_for_budget(
     plan.saved_for_recompute = newly_saved(first.saved, plan.entries)
     plan.entries = plan.entries + recomputed
     plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
-    made = note(NoteCode.RECOMPUTE, trials=tuple(trials), retried=retried, skipped=skip)
+    floor = min(t.peak for t in trials)
+    made = note(NoteCode.RECOMPUTE, trials=tuple(trials), retried=retried, skipped=skip, floor=floor)
     add_note(attempt, made)
     log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, made, trials[chosen].level)
+    attempt.floor = floor
     return attempt
 
 
@@ -289,7 +335,7 @@ def measured_floor_attempt(first: PassState, run: Run, floor) -> PassState:
 
 def budget_check(state: PassState, ctx: PassContext) -> PassState:
     """mode="budget": the plan says so where its predicted peak stays over the budget."""
-    check_budget(state.plan, _budget(state, ctx), state.recompute_tried)
+    check_budget(state.plan, _budget(state, ctx), state.recompute_tried, state.floor)
     return state
 
 

@@ -51,6 +51,7 @@ class Reason(Word):
     BUDGET_NOT_NEEDED = "budget_not_needed"
     # recompute.recompute_entries: the partition chosen does not save it.
     RECOMPUTED = "recomputed"  # detail: level, peak (bytes)
+    BLOCK_RECOMPUTED = "block_recomputed"  # detail: cut (blocks.BlockCut), peak (bytes)
     # plan.plain_inductor_plan: mode="auto" fell back to plain Inductor.
     PLAIN_FALLBACK = "plain_fallback"
 
@@ -93,6 +94,10 @@ _SENTENCES: dict[Reason, Callable[[dict], str]] = {
     Reason.BUDGET_NOT_NEEDED: lambda d: "not chosen by mode=budget: not needed to reach the budget",
     Reason.RECOMPUTED: lambda d: (
         f"recomputed in backward: partitioned under activation_memory_budget={d['level']:g} "
+        f"to reach the budget (predicted peak {format_bytes(d['peak'])})"
+    ),
+    Reason.BLOCK_RECOMPUTED: lambda d: (
+        f"recomputed in backward: {d['cut']} from their inputs "
         f"to reach the budget (predicted peak {format_bytes(d['peak'])})"
     ),
     Reason.PLAIN_FALLBACK: lambda d: "kept: the graph runs plain Inductor's compile (mode=auto fell back)",

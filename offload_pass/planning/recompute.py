@@ -25,6 +25,7 @@ import dataclasses
 from typing import Callable, Optional, Sequence
 
 from offload_pass.enums import Decision, SavedKind
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.offload_plan import PlanEntry
 from offload_pass.planning.reasons import Reason, detail
 from offload_pass.planning.saved_set import SavedTensor
@@ -163,9 +164,12 @@ def recompute_entries(
     if trial.level is None:
         return []
     activations = {t.name for t in first_saved if t.kind == SavedKind.ACTIVATION}
-    values = detail(level=trial.level, peak=trial.peak)
+    if isinstance(trial.level, BlockCut):
+        code, values = Reason.BLOCK_RECOMPUTED, detail(cut=trial.level, peak=trial.peak)
+    else:
+        code, values = Reason.RECOMPUTED, detail(level=trial.level, peak=trial.peak)
     return [
-        dataclasses.replace(e, decision=Decision.RECOMPUTE, code=Reason.RECOMPUTED, detail=values)
+        dataclasses.replace(e, decision=Decision.RECOMPUTE, code=code, detail=values)
         for e in first_entries
         if e.name in activations and e.name not in saved_now
     ]

@@ -9,9 +9,12 @@ among and what the plan keeps of every partition tried
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from offload_pass.units import format_bytes
+
+if TYPE_CHECKING:
+    from offload_pass.planning.blocks import BlockCut
 
 __all__ = ["Trial"]
 
@@ -20,7 +23,9 @@ __all__ = ["Trial"]
 class Trial:
     """One partition with offload planned on it, as the step simulator predicts it."""
 
-    level: Optional[float]  # activation_memory_budget it was partitioned under; None: the default (1.0)
+    # The recompute it was partitioned under: PyTorch's activation_memory_budget
+    # (a float; None: the default, 1.0) or a ``blocks.BlockCut``.
+    level: Optional[Union[float, "BlockCut"]]
     step_ms: float
     peak: int  # predicted: the memory timeline's peak plus the calibration's peak_offset
     peak_offset: int = 0  # the calibration's offset counted into ``peak``
@@ -32,6 +37,6 @@ class Trial:
         return self.peak - self.peak_offset + peak_offset
 
     def describe(self) -> str:
-        level = "1.0 (none)" if self.level is None else f"{self.level:g}"
+        level = "1.0 (none)" if self.level is None else format(self.level, "g")
         copied = f", {format_bytes(self.copied_bytes)} copied" if self.copied_bytes else ""
         return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}{copied}"

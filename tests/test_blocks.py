@@ -1,0 +1,175 @@
+"""Blocks and block cuts: the repeated layers of a joint graph, and the
+partitions that recompute whole blocks from their inputs (mode="budget"'s
+deep end).
+
+The tags must reach the partitioner and leave the joint graph as it was
+(PyTorch's partitioner replaces the joint's graph with a CSE'd copy, tags
+and all); a cut of every block must save, of the blocks, only the tensors
+that pass between them; random ops are never recomputed; attention's
+outputs are saved where the cut keeps attention.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.fx as fx
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch.utils.checkpoint import CheckpointPolicy
+
+from offload_pass.examples.models import make_decoder
+from offload_pass.planning.blocks import ATTENTION_OPS, BlockCut, cut_tags, find_blocks, forward_nodes
+
+pytestmark = pytest.mark.xdist_group("blocks")
+
+
+def _joint(model: torch.nn.Module, *inputs: torch.Tensor, check=None):
+    """The joint graph AOTAutograd hands the partitioner; ``check(joint,
+    joint_inputs, kwargs)`` runs there (the partitioner needs the compile's
+    fake mode) and its result is returned with the joint."""
+    captured = {}
+
+    def partition(joint, joint_inputs, **kwargs):
+        captured.update(joint=joint, result=None if check is None else check(joint, joint_inputs, kwargs))
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm, partition_fn=partition)
+    out = torch.compile(model, backend=backend)(*inputs)
+    out = out.logits if hasattr(out, "logits") else out
+    out.float().pow(2).mean().backward()
+    return captured["joint"], captured["result"]
+
+
+def _tiny_llama(layers: int = 2, dropout: float = 0.0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=64, max_position_embeddings=64, use_cache=False, attention_dropout=dropout,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).train(), torch.randint(0, 64, (2, 16))
+
+
+def _tags(graph: fx.Graph) -> dict:
+    return {n.name: (n.meta.get("recompute"), n.meta.get("ac_graph_id")) for n in graph.nodes}
+
+
+def _saved(fw_gm: fx.GraphModule) -> list[fx.Node]:
+    """The forward's saved tensors: its outputs past the user-visible ones that are activations (not placeholders)."""
+    (out,) = fw_gm.graph.find_nodes(op="output")
+    return [a for a in out.args[0] if isinstance(a, fx.Node) and a.op != "placeholder"]
+
+
+def test_find_blocks_names_the_repeated_layers():
+    joint, _ = _joint(make_decoder(layers=3, hidden=32, heads=4), torch.randn(2, 16, 32))
+    blocks = find_blocks(joint.graph)
+    assert blocks is not None and blocks.container == "layers" and len(blocks) == 3
+    forward = set(forward_nodes(joint.graph))
+    assert all(n in forward for block in blocks.nodes for n in block)
+    order = {n: i for i, n in enumerate(joint.graph.nodes)}
+    firsts = [min(order[n] for n in block) for block in blocks.nodes]
+    assert firsts == sorted(firsts)  # in execution order
+
+    model, ids = _tiny_llama(layers=2)
+    joint, _ = _joint(model, ids)
+    blocks = find_blocks(joint.graph)
+    assert blocks is not None and blocks.container == "model.layers" and len(blocks) == 2
+
+
+def test_a_graph_without_a_module_list_has_no_blocks():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
+    joint, _ = _joint(model, torch.randn(4, 8))
+    assert find_blocks(joint.graph) is None
+
+
+def _decoder_and_input():
+    return make_decoder(layers=3, hidden=32, heads=4), torch.randn(2, 16, 32)
+
+
+def test_cut_tags_leave_the_joint_as_it_was_after_the_partitioner_replaced_its_graph():
+    def check(joint, inputs, kwargs):
+        before, graph_before = _tags(joint.graph), joint.graph
+        with cut_tags(joint, find_blocks(joint.graph), BlockCut(3, 3)) as tagged:
+            assert tagged > 0
+            min_cut_rematerialization_partition(joint, inputs, **kwargs)
+        assert joint.graph is not graph_before  # the partitioner's CSE'd copy, tagged while copied
+        after = _tags(joint.graph)
+        assert {k: v for k, v in after.items() if k in before} == {k: before[k] for k in after if k in before}
+        assert not any(n.meta.get("ac_graph_id") is not None for n in joint.graph.nodes)
+        return True
+
+    assert _joint(*_decoder_and_input(), check=check)[1]
+
+
+def test_a_cut_of_every_block_saves_of_the_blocks_only_what_passes_between_them():
+    def check(joint, inputs, kwargs):
+        stale = find_blocks(joint.graph)
+        plain = {n.name for n in _saved(min_cut_rematerialization_partition(joint, inputs, **kwargs)[0])}
+        blocks = find_blocks(joint.graph)  # on the graph the partitioner left (a copy)
+        forward = set(forward_nodes(joint.graph))
+        block_of = {n.name: i for i, block in enumerate(blocks.nodes) for n in block}
+        # A block's tensors another block (or the rest of the forward) reads.
+        crossing = {
+            n.name for block in blocks.nodes for n in block
+            if any(block_of.get(u.name) != block_of[n.name] for u in n.users if u in forward)
+        }
+        with pytest.raises(ValueError, match="found on another graph"):
+            with cut_tags(joint, stale, BlockCut(3, 3)):
+                pass
+        with cut_tags(joint, blocks, BlockCut(3, 3)):
+            fw_gm, _ = min_cut_rematerialization_partition(joint, inputs, **kwargs)
+        inside = {n.name for n in _saved(fw_gm) if n.name in block_of}
+        assert inside <= crossing, f"saved from inside a recomputed block: {sorted(inside - crossing)}"
+        assert inside and len(inside) < len({n for n in plain if n in block_of})
+        return True
+
+    assert _joint(*_decoder_and_input(), check=check)[1]
+
+
+def test_a_cut_of_the_last_blocks_leaves_the_first_to_the_partitioner():
+    joint, _ = _joint(*_decoder_and_input())
+    blocks = find_blocks(joint.graph)
+    with cut_tags(joint, blocks, BlockCut(1, 3)):
+        tags = {n.name: n.meta.get("ac_graph_id") for block in blocks.nodes for n in block}
+    assert {tags[n.name] for n in blocks.nodes[2]} - {None} == {2}
+    assert {tags[n.name] for block in blocks.nodes[:2] for n in block} == {None}
+    with pytest.raises(ValueError, match="count must be in 1..3"):
+        BlockCut(4, 3)
+    with pytest.raises(ValueError, match="BlockCut is for 2 blocks, the graph has 3 in layers"):
+        with cut_tags(joint, blocks, BlockCut(1, 2)):
+            pass
+
+
+@pytest.mark.parametrize("keep_attention", [False, True])
+def test_attention_is_recomputed_or_saved_as_the_cut_says(keep_attention):
+    model, ids = _tiny_llama(layers=2)
+    joint, _ = _joint(model, ids)
+    blocks = find_blocks(joint.graph)
+    attention = [n for block in blocks.nodes for n in block if getattr(n.target, "_opname", None) in ATTENTION_OPS]
+    assert attention, "the tiny Llama's forward has no fused attention kernel"
+    with cut_tags(joint, blocks, BlockCut(2, 2, keep_attention)):
+        for node in attention:
+            want = CheckpointPolicy.MUST_SAVE if keep_attention else CheckpointPolicy.PREFER_RECOMPUTE
+            assert node.meta["recompute"] == want
+            for user in node.users:
+                assert user.target is operator.getitem
+                assert ("recompute" in user.meta) is not keep_attention
+
+
+def test_random_ops_are_never_tagged():
+    model, ids = _tiny_llama(layers=2, dropout=0.5)
+    joint, _ = _joint(model, ids)
+    blocks = find_blocks(joint.graph)
+    with cut_tags(joint, blocks, BlockCut(2, 2)):
+        seeded = [
+            n for block in blocks.nodes for n in block
+            if isinstance(n.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in n.target.tags
+        ]
+        assert seeded, "attention dropout drew no random numbers in the forward"
+        assert all("recompute" not in n.meta for n in seeded), [n.name for n in seeded if "recompute" in n.meta]
