@@ -322,6 +322,7 @@ def budget_bytes_now(args) -> Optional[int]:
     their AdamW state resident), less 2 GiB; on a CPU, a fraction (0.5)."""
     if args.device != "cuda":
         return None
+    torch.cuda.empty_cache()  # the control's cached blocks are free to the variant too
     free, _ = torch.cuda.mem_get_info()
     return int(free - 2 * GIB)
 
@@ -369,7 +370,7 @@ def timed_blocks(step: Callable[[], float], control, backend, args) -> tuple[lis
     sizes = [measured // blocks + (i < measured % blocks) for i in range(blocks)]
     times: list[float] = []
     controls: list[float] = []
-    peak, plain = 0, 0
+    peak, plain = 0, []
     if control:
         controls.append(statistics.median(control() for _ in range(args.control_steps)))
     for size in sizes:
@@ -378,12 +379,14 @@ def timed_blocks(step: Callable[[], float], control, backend, args) -> tuple[lis
         for _ in range(size):
             times.append(step())
             # mode="auto" runs plain Inductor's graph by turns beside its plan's (feedback.schedule).
-            plain += bool(backend is not None and backend.last_step().plain_inductor)
+            plain.append(bool(backend is not None and backend.last_step().plain_inductor))
         if args.device == "cuda":
             peak = max(peak, torch.cuda.max_memory_allocated())
         if control:
             controls.append(statistics.median(control() for _ in range(args.control_steps)))
-    fields: dict = {"peak_bytes": peak if args.device == "cuda" else None, "plain_inductor_steps": plain}
+    fields: dict = {"peak_bytes": peak if args.device == "cuda" else None, "plain_inductor_steps": sum(plain)}
+    if any(plain) and not all(plain):  # the steps that ran the plans alone
+        fields["tokens_per_s_plan_only"] = args.seq[0] / statistics.median(t for t, p in zip(times, plain) if not p)
     if control:
         medians = [statistics.median(times[sum(sizes[:i]) : sum(sizes[: i + 1])]) for i in range(len(sizes))]
         fields["control_step_s"] = controls
@@ -663,12 +666,15 @@ def plot(results: str, out: str) -> None:
         ooms = sorted(r["seq"] for r in mine if r.get("oom"))
         ax.scatter(ooms, [0] * len(ooms), marker="x", s=60, color=line.get_color(), clip_on=False, zorder=3)
     ax.set_xscale("log", base=2)
+    seqs = sorted({r["seq"] for r in rows})
+    ax.set_xticks(seqs, [f"{s // 1024}k" if s >= 1024 else str(s) for s in seqs])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("sequence length (tokens, batch 1)")
     ax.set_ylabel("tokens/s (median step)")
-    first = rows[0] if rows else {}
-    ax.set_title(f"{first.get('layers', '?')}-layer Llama-3-8B shape, LoRA q/v, {first.get('device_name', '')}"
-                 " (x: out of memory)")
+    first = next((r for r in rows if r.get("shape")), rows[0] if rows else {})
+    hidden = first.get("shape", {}).get("hidden", "?")
+    ax.set_title(f"Llama-3-8B-shaped, {first.get('layers', '?')} layers x hidden {hidden}, rank-{LORA_RANK} q/v "
+                 f"adapters, {first.get('device_name', '')} (x: out of memory)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -686,7 +692,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--blocks", type=int, default=2, help="measured steps in this many blocks, the control around each")
     p.add_argument("--control-seq", type=int, default=None, help="paired control's length (0: none; default 4096, tiny 0)")
     p.add_argument("--control-steps", type=int, default=3, help="steps per control block")
-    p.add_argument("--chunk", type=int, default=None, help=f"loss chunk in tokens (default {LOSS_CHUNK}, tiny 16)")
+    p.add_argument("--chunk", type=int, default=None, help=f"loss chunk in tokens (default {LOSS_CHUNK}, tiny 32)")
     p.add_argument("--all", action="store_true", help="every (variant, seq), one process each")
     p.add_argument("--extend", action=argparse.BooleanOptionalAction, default=True,
                    help="--all: double the length past the list while a variant still runs")
@@ -705,7 +711,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     args.seq = args.seq or ([64] if args.tiny else list(DEFAULT_SEQS))
     args.device = "cpu" if args.tiny or not torch.cuda.is_available() else "cuda"
     args.dtype = torch.float32 if args.tiny or args.grad_check else torch.bfloat16
-    args.chunk = args.chunk or (16 if args.tiny else LOSS_CHUNK)
+    args.chunk = args.chunk or (32 if args.tiny else LOSS_CHUNK)
     if args.control_seq is None:
         args.control_seq = 0 if args.tiny else 4096
     if args.tiny:
