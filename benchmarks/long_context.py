@@ -249,7 +249,9 @@ def setup_variant(variant: str, model: torch.nn.Module, args, budget_bytes: Opti
             out["notes"]["offload_by"] = "transformers gradient_checkpointing_enable(offload=True)"
         elif variant == "hf_ckpt_offload":
             model.model.layers = torch.nn.ModuleList(_SaveOnCpuLayer(layer) for layer in model.model.layers)
-            out["notes"]["offload_by"] = "save_on_cpu(pin_memory=True) around each checkpointed decoder layer"
+            out["notes"]["offload_by"] = (
+                f"save_on_cpu(pin_memory={torch.cuda.is_available()}) around each checkpointed decoder layer"
+            )
         else:
             model.gradient_checkpointing_enable(**kwargs)
         if hasattr(model, "disable_input_require_grads"):
@@ -419,6 +421,7 @@ def measure(args, shape: dict, seq: int, dtype: torch.dtype) -> dict:
     state_bytes = 2 * sum(p.numel() * p.element_size() for p in trained.values())
     budget = budget_bytes_now(args)
     budget = None if budget is None else budget - state_bytes
+    graphs_before = _dynamo_graphs()
     setup = setup_variant(args.variant, model, args, budget if budget is not None else 0.5)
     ids, labels = batch(shape["vocab"], seq, args.device)
     step = make_step(setup["compiled"], optimizer, ids, labels, args.device)
@@ -428,6 +431,8 @@ def measure(args, shape: dict, seq: int, dtype: torch.dtype) -> dict:
     with torch._functorch.config.patch(**setup["functorch"]), torch._inductor.config.patch(**setup["inductor"]):
         row["compile_and_first_step_s"] = step()
         warm = [step() for _ in range(args.warmup - 1)]
+        # Graphs Dynamo compiled for the variant (1 where nothing broke the step: save_on_cpu does, per layer).
+        row["dynamo_graphs"] = _dynamo_graphs() - graphs_before
         row["resident_bytes"] = torch.cuda.memory_allocated() if args.device == "cuda" else None
         _pinned_reset(args.device)
         times, fields = timed_blocks(step, control, setup["backend"], args)
@@ -444,6 +449,12 @@ def measure(args, shape: dict, seq: int, dtype: torch.dtype) -> dict:
         if "predicted_peak_bytes" in row and row["peak_bytes"] is not None:
             row["measured_peak_above_resident_bytes"] = row["peak_bytes"] - row["resident_bytes"]
     return row
+
+
+def _dynamo_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
 
 
 def _header(args, shape: dict) -> dict:

@@ -36,6 +36,7 @@ def test_a_tiny_row_has_every_field_and_a_positive_throughput(variant):
     assert [f for f in FIELDS if f not in row] == []
     assert (row["variant"], row["seq"], row["layers"], row["device_name"]) == (variant, 64, 2, "cpu")
     assert len(row["step_s"]) == 2 and row["tokens_per_s"] > 0
+    assert row["dynamo_graphs"] == 1  # the step is one graph: nothing broke it
     assert row["loss"].startswith("chunked cross-entropy: logits of 32 tokens at a time")
     json.dumps(row)  # the row is what --out writes
     if variant == "ours_marked":
