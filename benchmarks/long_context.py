@@ -27,9 +27,13 @@ Variants (``--variant``):
   ours_auto         offload_pass mode="auto", max_overhead=0.02
 
 Each row: tokens/s (median over the steps after ``--warmup``), every step
-time, the peak device memory over the measured steps, pinned host memory,
-compile + first-step time, OOM, and for ours each plan's predicted step and
-peak beside the measured ones. Paired control, as bench_offload.py's
+time, the peak device memory over the measured steps, pinned host memory
+(torch's host allocator; for ours also the plans' host pool), compile +
+first-step time, the graphs Dynamo compiled, OOM, and for ours each plan's
+predicted step and peak beside the measured ones. Ours run with
+``host_memory_limit`` at ``--host-limit`` of the host memory available (a
+plan past it keeps tensors on the device rather than the host's OOM killer
+ending the row). Paired control, as bench_offload.py's
 ``--paired`` (one reference timed before and after every block of the
 variant): a fixed workload, the 2-layer cut of the same shape at
 ``--control-seq`` compiled with plain Inductor, runs before and after each
