@@ -12,6 +12,7 @@ import torch
 import offload_pass
 from offload_pass.config import OffloadConfig
 from offload_pass.planning.cost_model import device_profile, estimate_node_ms
+from offload_pass.planning.plan_render import plan_unit
 from offload_pass.planning.schedules import CopyOut, Reload, schedule_releases, schedule_reloads
 from offload_pass.planning.plan import OffloadGroup, OffloadPlan, PlanEntry, keep_offloads_without_gain
 from offload_pass.planning.reasons import Reason, detail
@@ -280,7 +281,7 @@ def test_reload_headroom_trades_memory_above_the_ideal_peak_for_earlier_reloads(
     assert tight.ideal_peak < loose.prediction.peak <= loose.ideal_peak + headroom, str(loose)
     assert loose.prediction.backward_wait_ms < tight.prediction.backward_wait_ms
     assert any(loose.reload_before[s] != tight.reload_before[s] for s in tight.reload_before)
-    assert re.search(r"reloads allowed \d+\.\d\d KiB above it \(reload_headroom, 2\.0% of the bytes offloaded\)", str(loose))
+    assert f"reloads allowed {plan_unit(loose)(headroom)} above it (reload_headroom, 2.0% of the bytes offloaded)" in str(loose)
     from offload_pass.planning.scheduling import resolved_headroom
     from offload_pass.planning.schedules import reload_ceiling
 

@@ -11,6 +11,7 @@ import torch
 import offload_pass
 from offload_pass import runtime
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.plan_render import plan_unit
 from offload_pass.rewriting.rewrite import host_pool_layout
 
 from helpers import DEVICES
@@ -59,7 +60,7 @@ def test_pool_is_sized_by_the_plan_and_reused_every_step(device):
     # Exactly the copies' bytes (dense here), each rounded up to a page: no
     # power-of-two rounding.
     assert pool_bytes == sum(-(-g.nbytes // 4096) * 4096 for g in plan.groups)
-    assert f"host pool {pool_bytes / 2**20:.2f} MiB per call ({slots} slots" in str(plan)
+    assert f"host pool {plan_unit(plan)(pool_bytes)} per call ({slots} slots" in str(plan)
     # Three steps, one buffer; nothing held once each backward is done.
     assert pools_since(before) == {"arenas": 1, "bytes": pool_bytes, "in_use": 0}
 

@@ -16,6 +16,7 @@ from offload_pass.config import OffloadConfig
 from offload_pass.enums import NoteCode
 from offload_pass.examples.models import make_decoder
 from offload_pass.planning.notes import note
+from offload_pass.planning.plan_render import plan_unit
 from offload_pass.planning.reasons import Reason
 from offload_pass.planning.selection import Candidate, StepWithoutOffload, choose_auto, choose_for_budget, simulate_offload
 
@@ -379,7 +380,8 @@ def test_auto_keeps_gradients_and_explains_the_choice():
     before, after = plan.baseline, plan.prediction
     assert after.step_ms <= before.step_ms * 1.02, str(plan)
     assert after.peak < before.peak, str(plan)
-    assert f"predicted peak {before.peak / 2**20:.2f} -> {after.peak / 2**20:.2f} MiB" in str(plan)
+    unit = plan_unit(plan)
+    assert f"predicted peak {unit.number(before.peak)} -> {unit(after.peak)}" in str(plan)
     assert f"predicted step {before.step_ms:.2f} -> {after.step_ms:.2f} ms" in str(plan)
 
 

@@ -6,7 +6,10 @@ Takes: the plans a backend recorded and the calls of their forward graphs
 call counts, total bytes offloaded, and totals per module; under
 mode="auto", the calls that ran plain Inductor's compile of a graph in
 place of its plan (the backend measures the plan beside it) apart, with
-nothing offloaded.
+nothing offloaded; its text quotes every byte figure in the unit of the
+step's total. ``modules_without_offload`` says why a marked module moved
+nothing: its saved tensors counted per reason (``kept_reasons``), every
+reason listed, so the counts add up to the tensors it saved.
 
 Graph breaks (a Hugging Face loss function, an MoE loop) split one step into
 several compiled graphs, so ``backend.plans[-1]`` alone may be the loss graph
@@ -25,11 +28,11 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from offload_pass.enums import Decision
+from offload_pass.planning.byte_unit import unit_for
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.planning.reasons import Reason
-from offload_pass.units import format_bytes
 
-__all__ = ["StepReport", "StepTracker"]
+__all__ = ["StepReport", "StepTracker", "kept_reasons", "modules_without_offload"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,16 +81,19 @@ class StepReport:
         )
 
     def __str__(self) -> str:
+        """The step, its graphs and its totals per module, every byte figure
+        in the unit of the largest (the step's total)."""
+        unit = unit_for(self.offloaded_bytes)
         ran = len({plan.graph_id for plan, _ in (*self.graphs, *self.plain_inductor)})
         lines = [
             f"step {self.step}: {ran} graphs, offloaded {self.offloaded_tensors} saved tensors "
-            f"({format_bytes(self.offloaded_bytes)})"
+            f"({unit(self.offloaded_bytes)})"
         ]
         for plan, calls in self.graphs:
             times = f" x{calls}" if calls > 1 else ""
             lines.append(
                 f"  {plan.graph_id}{times}: {len(plan.offloaded)} offloaded "
-                f"({format_bytes(plan.offloaded_bytes)}), {len(plan.entries) - len(plan.offloaded)} kept"
+                f"({unit(plan.offloaded_bytes)}), {len(plan.entries) - len(plan.offloaded)} kept"
             )
         for plan, calls in self.plain_inductor:
             times = f" x{calls}" if calls > 1 else ""
@@ -100,7 +106,7 @@ class StepReport:
             width = max(len(t.module or "-") for t in totals)
             lines.append("  per module:")
             for t in totals:
-                lines.append(f"    {(t.module or '-').ljust(width)}  {t.tensors:4d} tensors  {format_bytes(t.nbytes)}")
+                lines.append(f"    {(t.module or '-').ljust(width)}  {t.tensors:4d} tensors  {unit(t.nbytes)}")
         if self.kept_without_gain:
             lines.append(
                 f"  kept {self.kept_without_gain} marked tensors that would not lower the predicted peak; "
@@ -116,6 +122,23 @@ _FRAME_INPUT_REASONS = (Reason.GRAPH_INPUT, Reason.INPUT_VIEW)
 def _under(module: str, name: str) -> bool:
     """Whether ``module`` is the marked module ``name`` or inside it ("": the root, every module)."""
     return not name or module == name or module.startswith(name + ".")
+
+
+def _kept_reason(entry: Any) -> str:
+    """An entry's reason as the warning counts it: by code, not split by
+    the figures of one tensor (its bytes, the member it shares storage with)."""
+    if entry.code == Reason.BELOW_MIN_BYTES:
+        return f"below min_bytes ({dict(entry.detail)['min_bytes']})"
+    if entry.code == Reason.SHARES_STORAGE:
+        return "share storage with a tensor that may not be offloaded"
+    return entry.reason
+
+
+def kept_reasons(entries: Sequence[Any]) -> str:
+    """How many of ``entries`` were kept for each reason, every reason named
+    (most first), so the counts add up to ``len(entries)``."""
+    counts = Counter(_kept_reason(e) for e in entries)
+    return "; ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
 
 
 def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[tuple[str, str]]:
@@ -136,10 +159,7 @@ def modules_without_offload(report: StepReport, marked: Sequence[str]) -> list[t
                 "out of the compiled graphs (TORCH_LOGS=graph_breaks lists them)"
             )
         elif mine:
-            reasons = Counter(e.reason for e in mine).most_common(2)
-            why = f"its {len(mine)} saved tensors were kept: " + "; ".join(
-                f"{n} {reason}" for reason, n in reasons
-            )
+            why = f"its {len(mine)} saved tensors were kept: " + kept_reasons(mine)
         else:
             ran_in = sorted({plan.graph_id for plan, _ in report.graphs if any(_under(m, name) for m in plan.modules)})
             why = (
