@@ -10,6 +10,7 @@ import torch
 import offload_pass
 from offload_pass.enums import NoteCode
 from offload_pass.examples.models import make_decoder
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.notes import SelectionNote, note, selection_text
 from offload_pass.planning.offload_plan import OffloadPlan
 from offload_pass.planning.scheduling import check_budget
@@ -65,8 +66,17 @@ SENTENCES = [
     ),
     (
         note(NoteCode.RECOMPUTE, trials=(Trial(None, 74.0, 138), Trial(0.7, 54.0, 140)), retried=(), skipped=()),
-        "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): 74.00 ms, 138 B, "
+        "offload plus recompute; predicted per partition tried: 1.0 (none): 74.00 ms, 138 B, "
         "0.7: 54.00 ms, 140 B",
+    ),
+    (
+        note(
+            NoteCode.RECOMPUTE, trials=(Trial(None, 74.0, 138), Trial(BlockCut(2, 4, True), 80.0, 60)),
+            retried=(), skipped=(), floor=60,
+        ),
+        "offload plus recompute; predicted per partition tried: 1.0 (none): 74.00 ms, 138 B, "
+        "last 2 of 4 blocks recomputed (all but attention): 80.00 ms, 60 B; "
+        "the lowest peak among them: 60 B",
     ),
     (
         note(NoteCode.AUTO_PREFIX, predicted=0.101, chosen=5, kept=4, kept_overhead=0.064),

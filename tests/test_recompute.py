@@ -139,10 +139,11 @@ def test_a_re_plan_out_of_reach_partitions_again_the_skipped_levels_that_stood_l
     assert [t.level for t in kept.plan.recompute_trials] == [None, 0.7, 0.2]
     assert kept.plan.recompute_skipped == (skip[0],)
     assert kept.plan.selection == (
-        "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): 74.00 ms, 138 B, "
+        "offload plus recompute; predicted per partition tried: 1.0 (none): 74.00 ms, 138 B, "
         "0.7: 54.00 ms, 140 B, 0.2: 42.00 ms, 134 B; partitioned again although out of reach before, since "
         "nothing else reached the budget and their earlier peaks stood below the lowest: 0.2; not tried again, "
-        "out of reach before (as predicted then, their calibration's offsets in): 0.9: 55.00 ms, 137 B"
+        "out of reach before (as predicted then, their calibration's offsets in): 0.9: 55.00 ms, 137 B; "
+        "the lowest peak among them: 134 B"
     )
     # Where a level tried reaches the budget, nothing skipped is partitioned again.
     partitioned.clear()
@@ -211,7 +212,7 @@ def test_budget_out_of_reach_by_offload_is_reached_with_recompute():
     assert plan.prediction.peak <= budget < alone.prediction.peak, str(plan)
     assert plan.recompute_level is not None and plan.recomputed, str(plan)
     assert "out of reach" not in plan.selection
-    assert "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): " in plan.selection
+    assert "offload plus recompute; predicted per partition tried: 1.0 (none): " in plan.selection
     # The search pass's note, as a code with its figures; the passes that made the graphs, in order.
     record = backend.records[-1]
     assert [n.code for n in record.notes] == [NoteCode.RECOMPUTE]
@@ -343,7 +344,7 @@ def test_a_level_that_saves_more_than_the_one_above_it_does_not_end_the_search()
     assert partitioned == [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
     assert kept.plan.recompute_level == 0.4
     assert kept.plan.selection.startswith(
-        "offload plus recompute; predicted per activation_memory_budget tried: 1.0 (none): 196.00 ms, 110 B, "
+        "offload plus recompute; predicted per partition tried: 1.0 (none): 196.00 ms, 110 B, "
         "900 B copied, 0.9: 29.70 ms, 95 B, 10 B copied, 0.5: 90.60 ms, 99 B, 500 B copied, 0.4: 26.00 ms, 92 B, "
         "0.3: 27.00 ms, 90 B"
     ), kept.plan.selection

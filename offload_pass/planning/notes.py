@@ -107,14 +107,16 @@ def _recompute(d: dict) -> str:
     if d["retried"]:
         tried += (
             "; partitioned again although out of reach before, since nothing else reached the budget and their "
-            "earlier peaks stood below the lowest: " + ", ".join(f"{t.level:g}" for t in d["retried"])
+            "earlier peaks stood below the lowest: " + ", ".join(format(t.level, "g") for t in d["retried"])
         )
     if d["skipped"]:
         tried += (
             "; not tried again, out of reach before (as predicted then, their calibration's offsets in): "
             + ", ".join(t.describe() for t in d["skipped"])
         )
-    return f"offload plus recompute; predicted per activation_memory_budget tried: {tried}"
+    floor = d.get("floor")
+    floor_text = "" if floor is None else f"; the lowest peak among them: {format_bytes(floor)}"
+    return f"offload plus recompute; predicted per partition tried: {tried}{floor_text}"
 
 
 def _predicted(d: dict) -> str:

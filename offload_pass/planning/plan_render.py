@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from offload_pass.enums import ReplanReason
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.byte_unit import ByteUnit, unit_for
 from offload_pass.planning.reasons import Reason
 
@@ -116,7 +117,11 @@ def _summary(plan, unit: ByteUnit) -> list[str]:
 def _recompute_line(plan, unit: ByteUnit) -> str:
     """What the partition under a recompute level recomputes, and what it newly saves for that."""
     recomputed, newly = plan.recomputed_bytes, plan.saved_for_recompute_bytes
-    partition = f"partitioned under activation_memory_budget={plan.recompute_level:g}"
+    level = plan.recompute_level
+    partition = (
+        f"partitioned with the {level}" if isinstance(level, BlockCut)
+        else f"partitioned under activation_memory_budget={level:g}"
+    )
     saves = f"it saves {len(plan.saved_for_recompute)} tensors ({unit(newly)}) the first partition did not"
     less = f"{unit(recomputed - newly)} less saved in all"
     return (
