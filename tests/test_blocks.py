@@ -173,3 +173,38 @@ def test_random_ops_are_never_tagged():
         ]
         assert seeded, "attention dropout drew no random numbers in the forward"
         assert all("recompute" not in n.meta for n in seeded), [n.name for n in seeded if "recompute" in n.meta]
+
+
+def _fake(peak):
+    from types import SimpleNamespace
+
+    prediction = SimpleNamespace(peak=peak, step_ms=1.0, peak_offset=0)
+    return SimpleNamespace(plan=SimpleNamespace(
+        prediction=prediction, graph_id="g", recompute_level=None, offloaded_bytes=0,
+    ))
+
+
+@pytest.mark.parametrize(
+    "peaks, budget, want",
+    [
+        # count -> predicted peak of its plan (count 0: offload alone); the smallest count within the budget.
+        ({0: 100, **{c: 100 - 10 * c for c in range(1, 9)}}, 45, 6),
+        ({0: 100, **{c: 100 - 10 * c for c in range(1, 9)}}, 90, 1),
+        ({0: 100, **{c: 100 - 10 * c for c in range(1, 9)}}, 20, 8),
+        # Not linear: most of the drop in the last blocks.
+        ({0: 100, 1: 99, 2: 98, 3: 97, 4: 96, 5: 95, 6: 60, 7: 40, 8: 20}, 50, 7),
+    ],
+)
+def test_the_cut_search_finds_the_fewest_blocks_within_the_budget_in_few_partitions(peaks, budget, want):
+    from offload_pass.pipeline.search import _smallest_cut
+
+    tried = []
+
+    def run(request, seen):
+        tried.append(request.level.count)
+        return _fake(peaks[request.level.count])
+
+    found = _smallest_cut(_fake(peaks[0]), run, budget, 8, False, set(), _fake(peaks[8]))
+    reaching = [a.plan.prediction.peak for a in found if a.plan.prediction.peak <= budget]
+    assert min(reaching, default=peaks[8]) == peaks[want], tried
+    assert len(tried) <= 4, tried  # bisection would take 3; the line through the ends lands in 1-2 on linear drops

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from typing import Callable, Optional
 
@@ -167,39 +168,64 @@ def _partition_levels(
     return attempts
 
 
-def _smallest_cut(first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set) -> list:
-    """The partitions that recompute the last ``count`` blocks, bisecting
+def _next_count(low: tuple[int, int], high: tuple[int, int], budget: int) -> int:
+    """The count to try between ``low`` (count, peak over the budget) and
+    ``high`` (count, peak within it): where the line through them crosses
+    the budget (a cut's peak falls about linearly in the blocks it
+    recomputes), strictly between the two."""
+    (c0, p0), (c1, p1) = low, high
+    guess = c0 + math.ceil((c1 - c0) * (p0 - budget) / max(p0 - p1, 1))
+    return min(max(guess, c0 + 1), c1 - 1)
+
+
+def _smallest_cut(
+    first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set, deepest: PassState
+) -> list:
+    """The partitions that recompute the last ``count`` blocks, searching
     ``count`` over 1..``of`` for the smallest whose plan the step simulator
-    predicts within ``budget`` (a cut of more blocks frees more; each costs
-    a partition): every attempt made, the reaching ones among them."""
-    attempts, low, high = [], 1, of
-    while low <= high:
-        count = (low + high) // 2
+    predicts within ``budget``, each guess where the line through the
+    nearest counts known to miss and to reach crosses the budget (from
+    offload alone, count 0, and the deepest cut): every attempt made."""
+    attempts = []
+    low = (0, first.plan.prediction.peak)
+    high = (of, deepest.plan.prediction.peak)
+    if keep_attention:
+        top = _partition_logged(first, run, BlockCut(of, of, True), seen)
+        if top is None or top.plan.prediction.peak > budget:
+            return [] if top is None else [top]
+        attempts.append(top)
+        high = (of, top.plan.prediction.peak)
+    while high[0] - low[0] > 1:
+        count = _next_count(low, high, budget)
         attempt = _partition_logged(first, run, BlockCut(count, of, keep_attention), seen)
-        if attempt is not None:
-            attempts.append(attempt)
-        if attempt is not None and attempt.plan.prediction.peak <= budget:
-            high = count - 1
+        if attempt is None:  # the set of a partition tried: move on as if it missed
+            low = (count, low[1])
+            continue
+        attempts.append(attempt)
+        peak = attempt.plan.prediction.peak
+        if peak <= budget:
+            high = (count, peak)
         else:
-            low = count + 1
+            low = (count, peak)
     return attempts
 
 
 def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Blocks], seen: set) -> list:
     """The block partitions (``blocks.BlockCut``): the deepest first, every
-    block recomputed from its input (the search's floor); where its plan
-    reaches ``budget``, for attention kept and attention recomputed alike,
-    the fewest last blocks whose plan reaches it (``_smallest_cut``). None
-    without two blocks in the graph."""
-    if blocks is None or len(blocks) < 2:
+    block recomputed from its input; where its plan reaches ``budget``, for
+    attention recomputed and kept alike, the fewest last blocks whose plan
+    reaches it (``_smallest_cut``). None without two blocks in the graph,
+    or where offload alone reaches the budget (the levels search for a
+    faster plan there)."""
+    if blocks is None or len(blocks) < 2 or first.plan.prediction.peak <= budget:
         return []
     of = len(blocks)
     deepest = _partition_logged(first, run, BlockCut(of, of), seen)
-    attempts = [] if deepest is None else [deepest]
     if deepest is None or deepest.plan.prediction.peak > budget:
-        return attempts
-    for keep_attention in (True, False):
-        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen)
+        return [] if deepest is None else [deepest]
+    attempts = [deepest]
+    for keep_attention in (False, True):
+        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, deepest)
     return attempts
 
 
