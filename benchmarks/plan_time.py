@@ -8,7 +8,8 @@ planning time and PyTorch's partitioner's on the same joint graph (under
 ``activation_memory_budget`` ``offline.PYTORCH_BUDGET``), the whole trace,
 the joint graph's size, the predicted peaks and step, the kept recompute
 level and the run's peak RSS; with ``--profile`` the top functions by
-cumulative and own time.
+cumulative and own time. ``--no-recompute`` disables mode="budget"'s
+recompute search: one partition planned, the cost of one attempt.
 
 Each run is a fresh process (its RSS its own). The model is built on the
 meta device (``examples.models.llama3_8b_shape``): nothing of it is
@@ -26,7 +27,9 @@ import subprocess
 import sys
 
 
-def _one(seq: int, layers: int, mode: str, budget: float, profile_name: str, profile: bool) -> dict:
+def _one(
+    seq: int, layers: int, mode: str, budget: float, profile_name: str, profile: bool, no_recompute: bool = False
+) -> dict:
     """One run in this process: the plan's figures as a dict."""
     import cProfile
     import io
@@ -39,6 +42,8 @@ def _one(seq: int, layers: int, mode: str, budget: float, profile_name: str, pro
 
     model, inputs = llama3_8b_shape(seq=seq, layers=layers)
     config = OffloadConfig(mode=mode, memory_budget=budget) if mode == "budget" else OffloadConfig(mode=mode)
+    if no_recompute:
+        config = config.replace(disabled_passes=("recompute",))
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
@@ -47,7 +52,7 @@ def _one(seq: int, layers: int, mode: str, budget: float, profile_name: str, pro
         profiler.disable()
     result = {
         "seq": seq, "layers": layers, "mode": mode, "memory_budget": budget, "device_profile": profile_name,
-        "pytorch_budget": PYTORCH_BUDGET, "trace_s": made.trace_s, "planning_s": made.planning_s,
+        "pytorch_budget": PYTORCH_BUDGET, "no_recompute": no_recompute, "trace_s": made.trace_s, "planning_s": made.planning_s,
         "pytorch_partition_s": made.pytorch_partition_s,
         "planning_cpu_s": sum(g.planning_cpu_s for g in made.graphs),
         "pytorch_partition_cpu_s": sum(g.pytorch_partition_cpu_s for g in made.graphs),
@@ -89,7 +94,7 @@ def _run(seq: int, layers: int, args: argparse.Namespace) -> dict:
     command = [
         sys.executable, os.path.abspath(__file__), "--one", f"{seq},{layers}", "--mode", args.mode,
         "--memory-budget", str(args.memory_budget), "--device-profile", args.device_profile,
-    ] + (["--profile"] if args.profile else [])
+    ] + (["--profile"] if args.profile else []) + (["--no-recompute"] if args.no_recompute else [])
     if args.cpu is not None:
         command = ["taskset", "-c", str(args.cpu)] + command
     done = subprocess.run(command, capture_output=True, text=True)
@@ -107,12 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device-profile", default="h200")
     p.add_argument("--cpu", type=int, help="pin each run to this CPU (taskset)")
     p.add_argument("--profile", action="store_true", help="cProfile the planning")
+    p.add_argument("--no-recompute", action="store_true", help="disable the recompute search: one partition")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
         seq, layers = (int(v) for v in args.one.split(","))
-        print(json.dumps(_one(seq, layers, args.mode, args.memory_budget, args.device_profile, args.profile)))
+        print(json.dumps(_one(
+            seq, layers, args.mode, args.memory_budget, args.device_profile, args.profile, args.no_recompute
+        )))
         return 0
     results = []
     for layers in (int(v) for v in args.layers.split(",")):
