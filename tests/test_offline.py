@@ -161,3 +161,27 @@ def test_explain_plans_offline(capsys):
     assert main(["--device-profile", "h200", "--graphs", "diff"]) == 0
     out = capsys.readouterr().out
     assert "planned offline for h200" in out and "graph 0 forward" in out and "PyTorch's partitioner" in out
+
+
+def test_a_profile_on_real_cpu_tensors_still_counts_them():
+    """A graph on real CPU tensors planned under a profile: its tensors are
+    the memory its peak is made of (a meta graph's always are)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from offload_pass.pipeline.passes import PassContext, run_attempt
+
+    peaks = {}
+
+    def partition(joint, joint_inputs, **kwargs):
+        for name, profile in (("none", None), ("h200", named_profile("h200"))):
+            ctx = PassContext(
+                OffloadConfig(), joint, joint_inputs, kwargs, "graph 0", "", None, False, profile=profile,
+            )
+            peaks[name] = run_attempt(ctx).baseline.timeline_peak
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm, partition_fn=partition)
+    torch.compile(_decoder("cpu"), backend=backend)(torch.randn(2, 64, 64, dtype=torch.bfloat16)).float().backward()
+    assert peaks["h200"] == peaks["none"] > 0

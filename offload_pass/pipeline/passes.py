@@ -216,7 +216,10 @@ def predict(state: PassState, ctx: PassContext) -> PassState:
     A graph with nothing to copy never measures the device (mode="budget"
     does: its budget is a fraction of the predicted peak)."""
     fw_gm, bw_gm, config = state.fw_gm, state.bw_gm, ctx.config
-    count_cpu = ctx.profile is None and _runs_on_cpu(fw_gm, ctx.graph_id)
+    # Under a profile, a graph traced on the meta device is planned as on
+    # the GPU (host copies free device memory); one on real CPU tensors still
+    # counts them, else its predicted peak would be 0.
+    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id) and (ctx.profile is None or _has_cpu_tensors(fw_gm))
     timeline = simulate_step(fw_gm, bw_gm, count_cpu)
     device = device_of(fw_gm)
     measure = bool(state.plan.groups) or config.mode == Mode.BUDGET
@@ -335,6 +338,10 @@ def simulate(
         fw_gm, bw_gm, timeline, calibration.times(times), calibration.profile(profile),
         calibration.peak_offset, calibration.between_ms, runtime_ops,
     )
+
+
+def _has_cpu_tensors(gm: fx.GraphModule) -> bool:
+    return any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cpu" for n in gm.graph.nodes)
 
 
 def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str) -> bool:
