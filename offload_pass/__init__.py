@@ -27,11 +27,13 @@ from offload_pass.marking.markers import (
 from offload_pass.planning.plan import OffloadPlan, PlanEntry
 from offload_pass.reporting.step_report import StepReport
 from offload_pass.marking.roles import register_saved_roles
+from offload_pass.offline import OfflinePlans, plan_offline
 from offload_pass.planning.workspace import register_workspace
 
 __all__ = [
     "OffloadBackend",
     "OffloadConfig",
+    "OfflinePlans",
     "OffloadPlan",
     "PlanEntry",
     "StepReport",
@@ -44,6 +46,7 @@ __all__ = [
     "offload_backend",
     "offload_modules",
     "offload_region",
+    "plan_offline",
     "register_saved_roles",
     "register_workspace",
     "render_graph",

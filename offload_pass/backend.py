@@ -37,6 +37,7 @@ from offload_pass.annotation.annotations import TensorMarkPass, annotate_request
 from offload_pass.compiled_graph import Compiled, CompiledGraph, GraphHost
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, PassName
+from offload_pass.marking.backend_check import user_stacklevel
 from offload_pass.marking.mark import Mark
 from offload_pass.marking.mark_keeping import active_marks
 from offload_pass.marking.markers import offload_marked_modules
@@ -144,8 +145,9 @@ class OffloadBackend:
 
     @property
     def plans(self) -> list[OffloadPlan]:
-        """The plan of every compile, newest last."""
-        return [r.plan for r in self.records]
+        """The plan of every compile of a training graph, newest last (a
+        graph compiled under no_grad or inference has none)."""
+        return _Plans(r.plan for r in self.records)
 
     def __call__(
         self,
@@ -303,6 +305,19 @@ class OffloadBackend:
 
 
 
+class _Plans(list):
+    """``OffloadBackend.plans``: a list whose index error, where it is
+    empty, says why a plan may be missing."""
+
+    def __getitem__(self, index):
+        if not self:
+            raise IndexError(
+                "offload_pass: no plan yet: plans are made for training graphs at their first forward with "
+                "gradients; graphs compiled under torch.no_grad() or inference_mode() have none"
+            )
+        return super().__getitem__(index)
+
+
 def _warn_unoffloaded_marks(report: StepReport, roots: Sequence[torch.nn.Module]) -> None:
     """After the first step's forwards: say once for each module marked for
     offload in ``roots`` that nothing of it was offloaded, and why."""
@@ -310,7 +325,7 @@ def _warn_unoffloaded_marks(report: StepReport, roots: Sequence[torch.nn.Module]
         message = f"offload_pass: module {name or '<root>'} is marked for offload but nothing it saves was offloaded in step 1: {why}"
         if message not in REGISTRY.warned_marks:
             REGISTRY.warned_marks.add(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def _inductor_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:

@@ -93,7 +93,8 @@ def test_the_warning_for_a_marked_module_counts_every_reason_and_they_add_up():
     ((name, why),) = modules_without_offload(report, ["mlp"])
     assert name == "mlp"
     assert why == (
-        "its 5 saved tensors were kept: 3 below min_bytes (1048576); 1 empty tensor; "
+        "its 5 saved tensors were kept: 3 below min_bytes (1048576: lower it with OffloadConfig(min_bytes=...)); "
+        "1 empty tensor; "
         "1 needed first in backward (keep_first_in_backward=1): its reload would start with the backward"
     )
     counts = [int(n) for n in re.findall(r"(?:: |; )(\d+) ", why)]

@@ -8,6 +8,7 @@ import re
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 import offload_pass
@@ -60,3 +61,5 @@ def test_no_grad_calls_add_no_plan():
     with torch.no_grad():
         torch.compile(model, backend=backend)(torch.randn(2, 8, 32))
     assert backend.plans == []
+    with pytest.raises(IndexError, match="no plan yet: plans are made for training graphs"):
+        backend.plans[0]

@@ -123,8 +123,10 @@ def test_a_marked_module_kept_for_a_reason_says_which():
     offload_pass.offload_modules(model, "layers.0.mlp")
     backend = offload_pass.make_backend()  # min_bytes 1 MiB: every tensor is smaller
     with pytest.warns(RuntimeWarning, match=r"module layers\.0\.mlp is marked for offload but nothing it saves "
-                                            r"was offloaded in step 1: its \d+ saved tensors were kept: \d+ below min_bytes"):
+                                            r"was offloaded in step 1: its \d+ saved tensors were kept: \d+ below min_bytes "
+                                            r"\(1048576: lower it with OffloadConfig\(min_bytes=\.\.\.\)\)") as caught:
         torch.compile(model, backend=backend)(torch.randn(2, 8, 32)).backward()
+    assert {w.filename for w in caught if "marked for offload" in str(w.message)} == {__file__}  # the user's line
 
 
 def test_calls_that_ran_plain_inductors_compile_are_reported_apart_with_nothing_offloaded():

@@ -128,7 +128,7 @@ def _kept_reason(entry: Any) -> str:
     """An entry's reason as the warning counts it: by code, not split by
     the figures of one tensor (its bytes, the member it shares storage with)."""
     if entry.code == Reason.BELOW_MIN_BYTES:
-        return f"below min_bytes ({dict(entry.detail)['min_bytes']})"
+        return f"below min_bytes ({dict(entry.detail)['min_bytes']}: lower it with OffloadConfig(min_bytes=...))"
     if entry.code == Reason.SHARES_STORAGE:
         return "share storage with a tensor that may not be offloaded"
     return entry.reason
