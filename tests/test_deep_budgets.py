@@ -61,6 +61,9 @@ def test_the_predicted_front_stays_within_every_budget_above_the_floor():
             continue
         assert plan.prediction.peak <= int(budget * baseline), (budget, str(plan))
         assert not _note(plan, NoteCode.OUT_OF_REACH), plan.selection
+        # Nothing was marked: each copy says mode="budget" chose it, and for what budget.
+        assert all(plan.entry(n).code == Reason.BUDGET_CHOSEN for n in plan.offloaded), str(plan)
+        assert all(dict(plan.entry(n).detail)["budget"] == plan.budget for n in plan.offloaded)
         front.append((budget, plan.prediction.step_ms))
     assert len(front) >= 2, f"floor {floor / baseline:.2f} of the peak leaves too few budgets to compare"
     steps = [step for _, step in sorted(front)]
@@ -127,3 +130,16 @@ def test_deep_plans_train_like_plain_inductor(model, budget):
         assert plan.prediction.peak <= plan.budget or _note(plan, NoteCode.OUT_OF_REACH)[0]["floor"], str(plan)
     levels = [p.recompute_level for p in backend.plans]
     assert any(isinstance(level, BlockCut) for level in levels), levels
+
+
+def test_copies_chosen_by_the_budget_say_so():
+    import offload_pass
+
+    torch._dynamo.reset()
+    backend = offload_pass.make_backend(mode="budget", memory_budget=0.4, min_bytes=0)
+    model = make_decoder(layers=2, hidden=32, heads=4)
+    torch.compile(model, backend=backend)(torch.randn(4, 128, 32)).backward()
+    (plan,) = backend.plans
+    assert plan.offloaded, str(plan)
+    assert {plan.entry(n).code for n in plan.offloaded} == {Reason.BUDGET_CHOSEN}, str(plan)
+    assert "chosen by mode=budget (nothing marked)" in str(plan)

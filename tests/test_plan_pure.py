@@ -7,6 +7,7 @@ import pytest
 
 from offload_pass.enums import Decision
 from offload_pass.planning.plan import PlanEntry, plan_saved_tensors
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.reasons import Reason, detail, sentence
 from offload_pass.planning.saved_set import SavedTensor
 
@@ -205,6 +206,15 @@ SENTENCES = [
         Reason.RECOMPUTED, {"level": 0.6, "peak": 1 << 20},
         "recomputed in backward: partitioned under activation_memory_budget=0.6 to reach the budget "
         "(predicted peak 1.00 MiB)",
+    ),
+    (
+        Reason.BLOCK_RECOMPUTED, {"cut": BlockCut(2, 4), "peak": 1 << 20},
+        "recomputed in backward: last 2 of 4 blocks recomputed (all) from their inputs to reach the budget "
+        "(predicted peak 1.00 MiB)",
+    ),
+    (
+        Reason.BUDGET_CHOSEN, {"budget": 1 << 30},
+        "chosen by mode=budget (nothing marked): among the copies that reach 1.00 GiB in the least predicted step",
     ),
     (Reason.PLAIN_FALLBACK, {}, "kept: the graph runs plain Inductor's compile (mode=auto fell back)"),
 ]

@@ -52,6 +52,7 @@ class Reason(Word):
     # recompute.recompute_entries: the partition chosen does not save it.
     RECOMPUTED = "recomputed"  # detail: level, peak (bytes)
     BLOCK_RECOMPUTED = "block_recomputed"  # detail: cut (blocks.BlockCut), peak (bytes)
+    BUDGET_CHOSEN = "budget_chosen"  # detail: budget (bytes)
     # plan.plain_inductor_plan: mode="auto" fell back to plain Inductor.
     PLAIN_FALLBACK = "plain_fallback"
 
@@ -95,6 +96,10 @@ _SENTENCES: dict[Reason, Callable[[dict], str]] = {
     Reason.RECOMPUTED: lambda d: (
         f"recomputed in backward: partitioned under activation_memory_budget={d['level']:g} "
         f"to reach the budget (predicted peak {format_bytes(d['peak'])})"
+    ),
+    Reason.BUDGET_CHOSEN: lambda d: (
+        f"chosen by mode=budget (nothing marked): among the copies that reach {format_bytes(d['budget'])} "
+        "in the least predicted step"
     ),
     Reason.BLOCK_RECOMPUTED: lambda d: (
         f"recomputed in backward: {d['cut']} from their inputs "

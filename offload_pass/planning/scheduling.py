@@ -30,7 +30,7 @@ from offload_pass.planning.schedules import release_schedule, reload_ceiling, re
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.notes import note
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
-from offload_pass.planning.reasons import Reason, detail
+from offload_pass.planning.reasons import Detail, Reason, detail
 from offload_pass.planning.selection import StepWithoutOffload, candidates, choose_auto, choose_for_budget
 from offload_pass.planning.step_model import NodeTimes, StepPrediction, copy_op_costs
 from offload_pass.planning.timeline import Timeline
@@ -186,8 +186,21 @@ def _select(
         why = (Reason.BUDGET_NOT_NEEDED, ())
     keys = {c.key for c in chosen}
     plan = keep_groups(plan, {g.storage for g in plan.groups if g.storage not in keys}, *why)
+    if config.mode == Mode.BUDGET:
+        plan = _say_chosen(plan, Reason.BUDGET_CHOSEN, detail(budget=budget))
     plan.notes = (note(said[0], **said[1], chosen=len(chosen), candidates=len(pool)),)
     return plan
+
+
+def _say_chosen(plan: OffloadPlan, code: Reason, values: Detail) -> OffloadPlan:
+    """The copies chosen among every activation (nothing marked) say which
+    mode chose them; a marked one keeps its mark as its reason."""
+    chosen = {m for g in plan.groups for m in g.members}
+    entries = [
+        dataclasses.replace(e, code=code, detail=values) if e.name in chosen and e.code == Reason.AUTO_CANDIDATE else e
+        for e in plan.entries
+    ]
+    return dataclasses.replace(plan, entries=entries)
 
 
 def resolved_headroom(config: OffloadConfig) -> Union[int, float]:
