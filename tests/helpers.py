@@ -128,3 +128,15 @@ def assert_same_training(
                 g1[name], g2[name], atol=atol, rtol=rtol, msg=lambda m: f"grad {name}, step {step}: {m}"
             )
     return backend
+
+
+class TwoBlockNet(torch.nn.Module):
+    """A marked-model test's model: a block (``blk``) and a head (``out``), its loss the output's square sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.blk = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16))
+        self.out = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.out(self.blk(x)).pow(2).sum()

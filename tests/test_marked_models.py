@@ -16,15 +16,7 @@ import torch.nn as nn
 import offload_pass
 from offload_pass import runtime
 
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blk = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16))
-        self.out = nn.Linear(16, 16)
-
-    def forward(self, x):
-        return self.out(self.blk(x)).pow(2).sum()
+from helpers import TwoBlockNet
 
 
 def _step(model, backend, x):
@@ -65,14 +57,14 @@ def _saved(state_dict):
 @pytest.mark.parametrize("fresh_marked", [False, True], ids=["into unmarked", "into marked"])
 def test_state_dict_of_a_marked_model_saves_and_loads_into_a_fresh_model(fresh_marked):
     torch.manual_seed(0)
-    model = Net()
+    model = TwoBlockNet()
     plain_keys = list(model.state_dict())
     offload_pass.offload_modules(model, "blk")
     assert list(model.state_dict()) == plain_keys, "marks must not show in the state_dict"
     with torch.no_grad():
         model.blk[0].weight.add_(0.5)
     state = _saved(model.state_dict())
-    fresh = Net()
+    fresh = TwoBlockNet()
     if fresh_marked:
         offload_pass.offload_modules(fresh, "blk")
     result = fresh.load_state_dict(state)
@@ -85,7 +77,7 @@ def test_state_dict_of_a_marked_model_saves_and_loads_into_a_fresh_model(fresh_m
 
 def test_to_dtype_and_device_keep_the_marks_and_run_the_converted_weights():
     torch.manual_seed(0)
-    model = Net()
+    model = TwoBlockNet()
     offload_pass.offload_modules(model, "blk")
     assert model.to(torch.float64) is model
     assert {p.dtype for p in model.parameters()} == {torch.float64}
@@ -99,7 +91,7 @@ def test_to_dtype_and_device_keep_the_marks_and_run_the_converted_weights():
 
 def test_clear_marks_on_a_deep_copy_clears_the_copy_only():
     torch.manual_seed(0)
-    model = Net()
+    model = TwoBlockNet()
     offload_pass.offload_modules(model, "blk")
     twin = copy.deepcopy(model)
     assert offload_pass.clear_marks(twin) == ["blk"]

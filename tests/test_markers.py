@@ -13,6 +13,8 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import offload_pass
 from offload_pass import runtime
+
+from helpers import TwoBlockNet
 from offload_pass.examples.models import make_decoder
 
 
@@ -132,16 +134,6 @@ def test_marks_travel_as_plain_repr_stable_dicts():
                                   "where": "f.py:3 in forward"}
 
 
-class CopyNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blk = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16))
-        self.out = nn.Linear(16, 16)
-
-    def forward(self, x):
-        return self.out(self.blk(x)).pow(2).sum()
-
-
 def _copy(model, how):
     if how == "deepcopy":
         return copy.deepcopy(model)
@@ -159,7 +151,7 @@ def test_a_copy_of_a_marked_model_runs_its_own_weights_under_its_own_marks(how, 
     # EMA copies, reference models and replicas are deep copies: each must
     # run its own weights and keep its marks, and its gradients land on it.
     torch.manual_seed(0)
-    model = CopyNet()
+    model = TwoBlockNet()
     plain = copy.deepcopy(model)  # never marked: the reference
     offload_pass.offload_modules(model, "blk")
     twin = _copy(model, how)
