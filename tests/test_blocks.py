@@ -208,3 +208,14 @@ def test_the_cut_search_finds_the_fewest_blocks_within_the_budget_in_few_partiti
     reaching = [a.plan.prediction.peak for a in found if a.plan.prediction.peak <= budget]
     assert min(reaching, default=peaks[8]) == peaks[want], tried
     assert len(tried) <= 4, tried  # bisection would take 3; the line through the ends lands in 1-2 on linear drops
+
+
+def test_a_calibration_moves_a_cut_by_the_offset_of_the_nearest_partition_measured():
+    from offload_pass.planning.calibration import Calibration
+
+    calibration = Calibration(partition_offsets=((None, 5), (0.5, 7), (BlockCut(3, 4), 9)))
+    assert calibration.offset_for(BlockCut(3, 4)) == 9  # its own
+    assert calibration.offset_for(BlockCut(4, 4)) == 9  # every block cut: nearest the deepest partitions
+    assert calibration.offset_for(0.0) == 9
+    assert calibration.offset_for(BlockCut(1, 4)) == 7  # a quarter of the blocks: nearest level 0.5
+    assert calibration.offset_for(0.9) == 5

@@ -243,7 +243,12 @@ def recompute_for_budget(
     every trial, the plan's ``recompute_trials``."""
     seen = {frozenset(t.name for t in first.saved)}
     attempts = _partition_levels(first, run, budget, {t.level for t in skip}, inputs_bytes, seen)
-    attempts += deep_attempts(first, run, budget, blocks, seen)
+    skipped = {t.level for t in skip}
+
+    def unskipped(request: PlanRequest, seen: set) -> Optional[PassState]:
+        return None if request.level in skipped else run(request, seen)
+
+    attempts += deep_attempts(first, unskipped, budget, blocks, seen)
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.

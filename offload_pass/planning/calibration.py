@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.step_model import NodeTimes, StepPrediction
 from offload_pass.units import format_bytes
@@ -130,10 +131,16 @@ class Calibration:
         )
 
 
-def _level_value(level: Optional[float]) -> float:
+def _level_value(level: object) -> float:
     """A partition's recompute level as a number: the first partition's
-    (None, as configured) is PyTorch's default budget, 1.0."""
-    return 1.0 if level is None else level
+    (None, as configured) is PyTorch's default budget, 1.0; a block cut's,
+    the share of the blocks it leaves to the partitioner (every block cut
+    is nearest level 0, where PyTorch recomputes the whole forward)."""
+    if level is None:
+        return 1.0
+    if isinstance(level, BlockCut):
+        return 1.0 - level.count / level.of
+    return float(level)
 
 
 def _describe_partition_offsets(offsets: tuple[tuple[Optional[float], int], ...]) -> str:
