@@ -86,8 +86,10 @@ def _trial(attempt: PassState) -> Trial:
     )
 
 
-def _named(level) -> str:
-    return str(level) if isinstance(level, BlockCut) else f"activation_memory_budget={level:g}"
+def _named(level, described: Optional[str] = None) -> str:
+    """A partition in a log line: a block cut as it reads, a level as PyTorch's setting (``described``: its trial's figures)."""
+    text = described or format(level, "g")
+    return text if isinstance(level, BlockCut) else f"activation_memory_budget={text}"
 
 
 def _partition_logged(first: PassState, run: Run, level: float, seen: set) -> Optional[PassState]:
@@ -104,7 +106,7 @@ def _partition_logged(first: PassState, run: Run, level: float, seen: set) -> Op
     else:
         log.info(
             "offload_pass: %s mode=budget: %s (partitioned and planned in %.1f s)",
-            first.plan.graph_id, _named(level) + " -> " + _trial(attempt).describe(), elapsed,
+            first.plan.graph_id, _named(level, _trial(attempt).describe()), elapsed,
         )
     return attempt
 

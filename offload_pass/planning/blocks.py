@@ -44,6 +44,7 @@ import torch.fx as fx
 from torch.utils.checkpoint import CheckpointPolicy
 
 from offload_pass.marking.naming import clean_dynamo_path
+from offload_pass.planning.saved_set import is_tangent
 
 __all__ = ["ATTENTION_OPS", "BlockCut", "Blocks", "cut_tags", "find_blocks", "forward_nodes"]
 
@@ -97,7 +98,7 @@ def forward_nodes(graph: fx.Graph) -> list[fx.Node]:
     """The joint graph's call_function nodes that do not depend on a tangent (the forward)."""
     backward: set[fx.Node] = set()
     for node in graph.nodes:
-        if node.op == "placeholder" and "tangents" in node.name:
+        if is_tangent(node):
             backward.add(node)
         elif node.op == "call_function" and any(a in backward for a in node.all_input_nodes):
             backward.add(node)
