@@ -219,3 +219,35 @@ def test_a_calibration_moves_a_cut_by_the_offset_of_the_nearest_partition_measur
     assert calibration.offset_for(0.0) == 9
     assert calibration.offset_for(BlockCut(1, 4)) == 7  # a quarter of the blocks: nearest level 0.5
     assert calibration.offset_for(0.9) == 5
+
+
+@pytest.mark.parametrize(
+    "first_peak, deepest_peak, want",
+    [
+        # Offload alone reaches the budget (100) at a cost: the deepest cuts alone, attention recomputed then kept.
+        (90, 40, [(8, False), (8, True)]),
+        # The deepest cut misses: nothing more is partitioned.
+        (90, 120, [(8, False)]),
+        (130, 120, [(8, False)]),
+        # Offload alone misses, the deepest reaches: the fewest blocks, for both attention choices.
+        (130, 40, "search"),
+    ],
+)
+def test_the_deep_cuts_tried_follow_what_offload_alone_reaches(first_peak, deepest_peak, want):
+    from offload_pass.pipeline.search import deep_attempts
+
+    tried = []
+
+    def run(request, seen):
+        cut = request.level
+        tried.append((cut.count, cut.keep_attention))
+        return _fake(deepest_peak if cut.count == cut.of else (first_peak + deepest_peak) / 2)
+
+    blocks = [object()] * 8
+    attempts = deep_attempts(_fake(first_peak), run, 100, blocks, set())
+    assert len(attempts) == len(tried)
+    if want == "search":
+        assert tried[0] == (8, False) and (8, True) in tried and len(tried) > 2, tried
+        assert any(count < 8 for count, _ in tried), tried
+    else:
+        assert tried == want

@@ -214,18 +214,23 @@ def _smallest_cut(
 
 def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Blocks], seen: set) -> list:
     """The block partitions (``blocks.BlockCut``): the deepest first, every
-    block recomputed from its input; where its plan reaches ``budget``, for
-    attention recomputed and kept alike, the fewest last blocks whose plan
-    reaches it (``_smallest_cut``). None without two blocks in the graph,
-    or where offload alone reaches the budget (the levels search for a
-    faster plan there)."""
-    if blocks is None or len(blocks) < 2 or first.plan.prediction.peak <= budget:
+    block recomputed from its input. Where offload alone misses ``budget``
+    and the deepest cut reaches it, for attention recomputed and kept alike,
+    the fewest last blocks whose plan reaches it (``_smallest_cut``). Where
+    offload alone reaches it at a cost, the deepest cuts alone (attention
+    recomputed, then kept): recomputing a forward can cost less than the
+    copies and partial recompute the levels need. None without two blocks
+    in the graph."""
+    if blocks is None or len(blocks) < 2:
         return []
     of = len(blocks)
     deepest = _partition_logged(first, run, BlockCut(of, of), seen)
     if deepest is None or deepest.plan.prediction.peak > budget:
         return [] if deepest is None else [deepest]
     attempts = [deepest]
+    if first.plan.prediction.peak <= budget:
+        kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
+        return attempts + ([] if kept is None else [kept])
     for keep_attention in (False, True):
         attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, deepest)
     return attempts
