@@ -11,7 +11,8 @@ Takes: a device (for its measured speeds) and graph modules. Gives:
   synchronous, the schedule only has to be deterministic there).
 - ``estimate_node_ms(gm, profile)``: a roofline estimate per node: FLOPs from
   ``torch.utils.flop_counter``'s formulas over the fake tensors (and theirs
-  for SDPA over the CPU's fused attention, which they lack), else bytes
+  for SDPA over the CPU's fused attention, which they lack; fused causal
+  attention at the share of pairs its mask leaves, ``causal_attention``), else bytes
   read and written over memory bandwidth; views and fused-away pointwise ops
   cost nothing.
 
@@ -34,6 +35,7 @@ import torch.fx as fx
 
 from offload_pass.registry import REGISTRY
 from offload_pass.views import is_view_node
+from offload_pass.planning.causal_attention import argument, causal_share, is_nested
 from offload_pass.planning.inductor_model import fused_away
 from offload_pass.units import size_hint
 
@@ -205,23 +207,61 @@ def _cpu_flash_backward_flops(grad_out, query, key, value, *args, out_val=None, 
 # Formulas torch.utils.flop_counter lacks. The CPU's fused attention (what
 # SDPA becomes on the CPU, and on the meta device when planning offline)
 # does the work of the CUDA kernels, which grows with the square of the
-# sequence: priced by PyTorch's SDPA formulas (as theirs, causal or not).
+# sequence: priced by PyTorch's SDPA formulas (full attention; ``_flops``
+# scales a causal one by its share).
 _EXTRA_FLOPS = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward_flops,
 }
 
 
+def _bshd_flops(node: fx.Node) -> Optional[int]:
+    """The dense kernels under SDPA (``_flash_attention_*``,
+    ``_efficient_attention_*``) take (batch, seq, heads, dim); torch's
+    formulas read dense inputs as SDPA's (batch, heads, seq, dim), so they
+    are priced here by SDPA's formulas over the transposes. None for other
+    ops and for nested inputs (torch's formulas unbind those)."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    if getattr(node.target, "overloadpacket", None) not in _BSHD or is_nested(node):
+        return None
+    shapes = [argument(node, name) for name in ("query", "key", "value", "grad_out", "grad_out_")]
+    if not all(isinstance(v, torch.Tensor) and v.dim() == 4 for v in shapes[:3]):
+        return None
+    hinted = [_hinted(v) for v in shapes]
+    if any(v is None for v in hinted[:3]):
+        return None
+    query, key, value, *grads = [v.transpose(1, 2).shape if v is not None else None for v in hinted]
+    grad = next((g for g in grads if g is not None), None)
+    if grad is None:
+        return sdpa_flop_count(query, key, value)
+    return sdpa_backward_flop_count(grad, query, key, value)
+
+
+_BSHD = frozenset(
+    getattr(torch.ops.aten, name)
+    for name in ("_flash_attention_forward", "_flash_attention_backward",
+                 "_efficient_attention_forward", "_efficient_attention_backward")
+    if hasattr(torch.ops.aten, name)
+)
+
+
 def _flops(node: fx.Node) -> int:
+    """The FLOPs of ``node`` (0 for ops without a formula). Fused causal
+    attention skips the pairs above its mask's diagonal: full attention's
+    count times ``causal_attention.causal_share`` (1 for other ops)."""
     from torch.utils.flop_counter import flop_registry
 
     packet = getattr(node.target, "overloadpacket", None)
     formula = flop_registry.get(packet) or _EXTRA_FLOPS.get(packet)
     if formula is None:
         return 0
-    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _hinted(n.meta.get("val")))
     try:
-        return int(formula(*args, out_val=_hinted(node.meta.get("val")), **kwargs))
+        flops = _bshd_flops(node)
+        if flops is None:
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _hinted(n.meta.get("val")))
+            flops = formula(*args, out_val=_hinted(node.meta.get("val")), **kwargs)
+        return int(int(flops) * causal_share(node))
     except Exception:  # a formula that cannot read odd arguments (or a size without hint)
         return 0
 

@@ -1,0 +1,142 @@
+"""Causal fused attention is priced at the share of (query, key) pairs its
+mask leaves: the forward and the backward op of each kernel family, traced
+with autograd so the real aten ops appear (the CPU's op from
+``F.scaled_dot_product_attention`` on the CPU, the CUDA ops on the meta device)."""
+
+from fractions import Fraction
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from offload_pass.planning.causal_attention import Align, causal_pairs
+from offload_pass.planning.cost_model import _flops, device_profile, estimate_node_ms
+
+aten = torch.ops.aten
+B, H, D = 2, 4, 16
+
+
+def _bshd(t):
+    return t.transpose(1, 2)
+
+
+# Each kernel family: how to call its forward (q, k, v in (B, H, seq, D)),
+# the device it is traced on, and its forward and backward ops.
+_FAMILIES = {
+    "cpu": (lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c), "cpu",
+            aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_flash_attention_for_cpu_backward),
+    "flash": (lambda q, k, v, c: aten._scaled_dot_product_flash_attention(q, k, v, 0.0, c)[0], "meta",
+              aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_flash_attention_backward),
+    "efficient": (lambda q, k, v, c: aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, c)[0], "meta",
+                  aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_efficient_attention_backward),
+    "cudnn": (lambda q, k, v, c: aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, is_causal=c)[0], "meta",
+              aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_cudnn_attention_backward),
+    "raw_flash": (lambda q, k, v, c: _bshd(aten._flash_attention_forward(
+        _bshd(q), _bshd(k), _bshd(v), None, None, q.shape[2], k.shape[2], 0.0, c, False)[0]), "meta",
+        aten._flash_attention_forward, aten._flash_attention_backward),
+    "raw_efficient": (lambda q, k, v, c: _bshd(aten._efficient_attention_forward(
+        _bshd(q), _bshd(k), _bshd(v), None, None, None, None, None, 0.0, int(c), True)[0]), "meta",
+        aten._efficient_attention_forward, aten._efficient_attention_backward),
+    # causal_lower_right's path: custom_mask_type 2 (bottom-right), by keyword.
+    "raw_efficient_lower_right": (lambda q, k, v, c: _bshd(aten._efficient_attention_forward(
+        _bshd(q), _bshd(k), _bshd(v), None, None, None, None, None, dropout_p=0.0,
+        custom_mask_type=2 if c else 0, compute_log_sumexp=True)[0]), "meta",
+        aten._efficient_attention_forward, aten._efficient_attention_backward),
+}
+
+
+def _priced(family: str, queries: int, keys: int, causal: bool) -> dict:
+    """The FLOPs of the forward and the backward attention op of ``family``."""
+    call, device, forward, backward = _FAMILIES[family]
+
+    def step(q, k, v, grad):
+        return torch.autograd.grad(call(q, k, v, causal), (q, k, v), grad)
+
+    q = torch.randn(B, H, queries, D, device=device, requires_grad=True)
+    k, v = (torch.randn(B, H, keys, D, device=device, requires_grad=True) for _ in range(2))
+    gm = make_fx(step, tracing_mode="fake")(q, k, v, torch.randn(B, H, queries, D, device=device))
+    flops = {n.target.overloadpacket: _flops(n) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)}
+    return {"forward": flops[forward], "backward": flops[backward]}
+
+
+# Full attention's price before causal pricing: the forward's two matmuls
+# (Q K^T, P V) and the backward's five, each 2 * B * H * L * S * D.
+def _full(queries: int, keys: int) -> dict:
+    return {"forward": 4 * B * H * queries * keys * D, "backward": 10 * B * H * queries * keys * D}
+
+
+_TOP_LEFT = ("cpu", "efficient", "cudnn", "raw_efficient")
+_BOTTOM_RIGHT = ("flash", "raw_flash", "raw_efficient_lower_right")
+
+# (family, L, S, the share of pairs computed under a causal mask)
+_CASES = [
+    *((f, 8, 8, Fraction(9, 16)) for f in _TOP_LEFT + _BOTTOM_RIGHT),  # (S + 1) / (2 S)
+    *((f, 64, 64, Fraction(65, 128)) for f in ("cpu", "flash")),
+    *((f, 4, 8, Fraction(1 + 2 + 3 + 4, 32)) for f in _TOP_LEFT),  # query i sees keys 0..i
+    *((f, 4, 8, Fraction(5 + 6 + 7 + 8, 32)) for f in _BOTTOM_RIGHT),  # query i sees keys 0..i+4
+    *((f, 1, 8, Fraction(1, 8)) for f in _TOP_LEFT),  # one query sees one key
+    *((f, 1, 8, Fraction(1)) for f in _BOTTOM_RIGHT),  # a decode step sees all keys
+]
+
+
+@pytest.mark.parametrize("family, queries, keys, share", _CASES)
+def test_causal_attention_priced_at_its_share(family, queries, keys, share):
+    full = _full(queries, keys)
+    assert _priced(family, queries, keys, causal=False) == full
+    causal = _priced(family, queries, keys, causal=True)
+    assert causal == {side: full[side] * share for side in full}
+    if queries == keys:
+        assert causal["forward"] * 2 * keys == full["forward"] * (keys + 1)
+
+
+def test_non_causal_prices_unchanged():
+    # The values the cost model gave full attention before causal pricing.
+    for family in ("cpu", "flash", "efficient", "cudnn"):
+        assert _priced(family, 8, 8, causal=False) == {"forward": 32768, "backward": 81920}
+        assert _priced(family, 4, 8, causal=False) == {"forward": 16384, "backward": 40960}
+
+
+@pytest.mark.parametrize(
+    "queries, keys, align, pairs",
+    [(5, 5, Align.TOP_LEFT, 15), (5, 5, Align.BOTTOM_RIGHT, 15), (3, 4, Align.TOP_LEFT, 6),
+     (3, 4, Align.BOTTOM_RIGHT, 9), (6, 3, Align.TOP_LEFT, 15), (6, 3, Align.BOTTOM_RIGHT, 6)],
+)
+def test_causal_pairs_match_the_masks(queries, keys, align, pairs):
+    offset = 0 if align is Align.TOP_LEFT else keys - queries
+    mask = torch.ones(queries, keys, dtype=torch.bool).tril(diagonal=offset)
+    assert causal_pairs(queries, keys, align) == int(mask.sum()) == pairs
+
+
+def _attention_flops(fn, *inputs) -> list:
+    gm = make_fx(fn, tracing_mode="fake")(*inputs)
+    return [_flops(n) for n in gm.graph.nodes if "attention" in str(n.target)]
+
+
+def test_a_given_mask_keeps_full_price():
+    q, mask = torch.randn(B, H, 8, D), torch.zeros(8, 8)
+    full = 4 * B * H * 8 * 8 * D
+    # The CPU op with is_causal and an attn_mask; SDPA with a mask.
+    assert _attention_flops(
+        lambda q, m: aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, 0.0, True, attn_mask=m)[0], q, mask
+    ) == [full]
+    assert _attention_flops(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), q, mask) == [full]
+    meta_q, bias = torch.randn(B, H, 8, D, device="meta"), torch.zeros(B, H, 8, 8, device="meta")
+    assert _attention_flops(
+        lambda q, b: aten._scaled_dot_product_efficient_attention(q, q, q, b, False, 0.0, True)[0], meta_q, bias
+    ) == [full]
+
+
+def test_causal_attention_estimated_faster():
+    profile = device_profile(torch.device("cpu"))
+
+    def attention_ms(causal: bool) -> float:
+        gm = make_fx(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=causal), tracing_mode="fake")(
+            torch.randn(1, 8, 512, 64)
+        )
+        times = dict(zip(gm.graph.nodes, estimate_node_ms(gm, profile)))
+        return next(ms for n, ms in times.items() if "attention" in str(n.target))
+
+    full, causal = attention_ms(False), attention_ms(True)
+    launch = profile.launch_us / 1e3
+    assert (causal - launch) / (full - launch) == pytest.approx(513 / 1024, rel=1e-9)
