@@ -118,7 +118,8 @@ def test_bytes_and_time_at_the_traced_shapes():
         gm = make_fx(attention, tracing_mode="fake")(torch.empty(1, 4, seq, 16))
         return sum(_flops(n) for n in gm.graph.nodes if "attention" in str(n.target))
 
-    assert flops(256) == 4 * 4 * 256 * 256 * 16 and flops(512) == 4 * flops(256)
+    # Causal (is_causal=True): the (S + 1) / 2S share of the pairs a full one computes.
+    assert flops(256) == 4 * 4 * 256 * 257 * 16 // 2 and flops(512) == 4 * 4 * 512 * 513 * 16 // 2
 
 
 def test_llama_8b_shape_allocates_nothing():
