@@ -90,8 +90,13 @@ class OffloadConfig:
     # mode="budget": the peak to reach, in bytes (an int) or as a fraction of
     # the predicted peak without offload (a float in (0, 1]).
     memory_budget: Optional[Union[int, float]] = None
-    # Bytes of host memory the offloaded copies may hold at once (None: no
-    # cap). Past it a tensor stays on device, with a warning.
+    # Bytes of pinned host memory a plan's copies may hold at once. None:
+    # half of the memory the host has available when the graph is compiled
+    # (pinned pages cannot be swapped; planning/host_limit.py), no limit for
+    # a plan made for a named device profile. The copies past it stay on the
+    # device, the plan says which. A given limit is also checked at run
+    # time: a copy that would pass it with every graph's copies together
+    # stays on the device, with a warning.
     host_memory_limit: Optional[int] = None
     # Passes to skip: "offload" turns the rewrite off while still recording a
     # plan; "host_pool" allocates each host copy on its own from PyTorch's

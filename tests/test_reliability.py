@@ -480,16 +480,40 @@ def test_reduce_overhead_is_refused_clearly():
         compiled(torch.randn(2, 16, 32))
 
 
+class _BrokenDecoder(nn.Module):
+    """The decoder with a graph break after its first layer: two graphs, each planned on its own."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.layers, self.norm = model.layers, model.norm
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i == 0:
+                torch._dynamo.graph_break()
+        return self.norm(x).float().pow(2).mean()
+
+
 def test_host_memory_cap_keeps_on_device_with_one_warning():
+    # Each graph's plan fits the limit (planning cuts a plan to it); the two
+    # graphs' copies together do not: the runtime's cap keeps the rest on
+    # the device, with one warning, and training is unchanged.
     x = torch.randn(2, 16, 32)
+    free = assert_same_training(_BrokenDecoder(decoder()), ATTN_MLP, (x,), steps=1)
+    per_graph = [p.offloaded_bytes for p in free.plans]
+    assert len(per_graph) == 2 and all(per_graph), per_graph
+    limit = max(per_graph)
+    torch._dynamo.reset()
     runtime.reset_stats()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert_same_training(decoder(), ATTN_MLP, (x,), steps=2, host_memory_limit=10_000)
+        capped = assert_same_training(_BrokenDecoder(decoder()), ATTN_MLP, (x,), steps=2, host_memory_limit=limit)
+    assert [p.offloaded_bytes for p in capped.plans] == per_graph  # no plan was cut
     stats = runtime.stats()
     assert stats["fallback_calls"] > 0 and stats["offload_calls"] > 0
     messages = [str(w.message) for w in caught if "host memory cap" in str(w.message)]
-    assert messages == ["offload_pass: host memory cap reached (host_memory_limit=10000 bytes); "
+    assert messages == [f"offload_pass: host memory cap reached (host_memory_limit={limit} bytes); "
                         "the tensor stays on device (training continues)"]
 
 

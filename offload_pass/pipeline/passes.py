@@ -27,6 +27,7 @@ from offload_pass.config import OffloadConfig
 from offload_pass.enums import Mode, PassName
 from offload_pass.planning.blocks import BlockCut, cut_tags, find_blocks
 from offload_pass.planning.calibration import Calibration, overhead_allowed
+from offload_pass.planning.host_limit import HostLimit, resolve_host_limit
 from offload_pass.planning.cost_model import DeviceProfile, device_profile
 from offload_pass.planning.lifetimes import copy_lifetimes
 from offload_pass.planning.plan import OffloadPlan, plan_saved_tensors
@@ -39,7 +40,10 @@ from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.rewriting.rewrite import rewrite_graphs
 from offload_pass.views import retrace_view_vals
 
-__all__ = ["ATTEMPT_PASSES", "Pass", "PassContext", "PassState", "PlanRequest", "run_attempt", "run_passes", "simulate"]
+__all__ = [
+    "ATTEMPT_PASSES", "Pass", "PassContext", "PassState", "PlanRequest", "run_attempt", "run_passes", "simulate",
+    "with_host_limit",
+]
 
 log = logging.getLogger("offload_pass")
 
@@ -80,6 +84,9 @@ class PassContext:
     # copies asynchronous, without measuring anything: a graph traced on the
     # CPU or the meta device planned for a GPU it does not run on.
     profile: Optional[DeviceProfile] = None
+    # The pinned host bytes a plan may hold (resolved once per compile:
+    # ``with_host_limit``).
+    host_limit: Optional[HostLimit] = None
 
 
 @dataclasses.dataclass
@@ -263,7 +270,7 @@ def schedule(state: PassState, ctx: PassContext) -> PassState:
     lifetimes = copy_lifetimes(state.fw_gm, state.bw_gm, state.saved, state.plan.groups)
     made = schedule_copies(
         state.fw_gm, state.bw_gm, state.plan, state.timeline_before, lifetimes, state.times, state.profile, config,
-        budget, request.max_copies, _offset(ctx), allowed, request.select_within, request.forced,
+        budget, request.max_copies, _offset(ctx), allowed, request.select_within, request.forced, ctx.host_limit,
     )
     return dataclasses.replace(
         state, plan=made.plan, schedule=made, lifetimes=lifetimes, budget=budget, allowed=allowed
@@ -274,7 +281,8 @@ def offload(state: PassState, ctx: PassContext) -> PassState:
     """The rewrite: copies, releases and reloads into both graphs."""
     s = state.schedule
     fw_gm, bw_gm = rewrite_graphs(
-        state.fw_gm, state.bw_gm, s.plan, state.lifetimes, ctx.config, s.reload_before, s.release_after
+        state.fw_gm, state.bw_gm, s.plan, state.lifetimes, ctx.config, s.reload_before, s.release_after,
+        ctx.host_limit.runtime_cap,
     )
     return dataclasses.replace(state, fw_gm=fw_gm, bw_gm=bw_gm)
 
@@ -321,9 +329,19 @@ ATTEMPT_PASSES: tuple[Pass, ...] = (
 )
 
 
+def with_host_limit(ctx: PassContext) -> PassContext:
+    """``ctx`` with its host memory limit resolved (``host_limit.resolve_host_limit``;
+    a plan for a named device profile is not limited by this host)."""
+    if ctx.host_limit is not None:
+        return ctx
+    return dataclasses.replace(
+        ctx, host_limit=resolve_host_limit(ctx.config.host_memory_limit, for_this_host=ctx.profile is None)
+    )
+
+
 def run_attempt(ctx: PassContext) -> Optional[PassState]:
     """``ATTEMPT_PASSES`` over ``ctx.joint`` as ``ctx.request`` asks (None: its saved set was planned already)."""
-    state = run_passes(ATTEMPT_PASSES, PassState(), ctx)
+    state = run_passes(ATTEMPT_PASSES, PassState(), with_host_limit(ctx))
     return None if state.stopped else state
 
 

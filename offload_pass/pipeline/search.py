@@ -23,7 +23,9 @@ import torch.fx as fx
 
 from offload_pass.enums import Mode, NoteCode, PassName
 from offload_pass.pipeline.notes import add_note, note
-from offload_pass.pipeline.passes import Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes
+from offload_pass.pipeline.passes import (
+    Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes, with_host_limit,
+)
 from offload_pass.planning.blocks import BlockCut, Blocks, find_blocks
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
@@ -386,5 +388,7 @@ SEARCH_PASSES: tuple[Pass, ...] = (
 
 
 def run_pipeline(ctx: PassContext) -> PassState:
-    """The whole pipeline: the attempt passes as configured, then ``SEARCH_PASSES``."""
+    """The whole pipeline: the attempt passes as configured, then ``SEARCH_PASSES``
+    (every attempt under the one host memory limit resolved here)."""
+    ctx = with_host_limit(ctx)
     return run_passes(SEARCH_PASSES, run_attempt(ctx), ctx)

@@ -49,6 +49,8 @@ class Reason(Word):
     AUTO_MEASURED_SET = "auto_measured_set"
     AUTO_NOT_CHOSEN = "auto_not_chosen"  # detail: max_overhead
     BUDGET_NOT_NEEDED = "budget_not_needed"
+    # host_limit.fit_to_host: past the pinned host memory a plan may hold.
+    HOST_LIMIT = "host_limit"  # detail: limit (bytes), source (host_limit.LimitSource), available (bytes), share
     # recompute.recompute_entries: the partition chosen does not save it.
     RECOMPUTED = "recomputed"  # detail: level, peak (bytes)
     BLOCK_RECOMPUTED = "block_recomputed"  # detail: cut (blocks.BlockCut), peak (bytes)
@@ -93,6 +95,7 @@ _SENTENCES: dict[Reason, Callable[[dict], str]] = {
         f"not chosen by mode=auto: no gain at the peak within max_overhead={d['max_overhead']}"
     ),
     Reason.BUDGET_NOT_NEEDED: lambda d: "not chosen by mode=budget: not needed to reach the budget",
+    Reason.HOST_LIMIT: lambda d: _host_limit(d),
     Reason.RECOMPUTED: lambda d: (
         f"recomputed in backward: partitioned under activation_memory_budget={d['level']:g} "
         f"to reach the budget (predicted peak {format_bytes(d['peak'])})"
@@ -113,3 +116,12 @@ def sentence(code: Reason, values: Detail = ()) -> str:
     """The reason ``code`` with its ``values``, in words."""
     return _SENTENCES[code](dict(values))
 
+
+def _host_limit(d: dict) -> str:
+    said = f"kept: the plan's pinned host memory would pass {format_bytes(d['limit'])}"
+    if d["source"] == "default":
+        return (
+            f"{said}, {d['share']:.0%} of the {format_bytes(d['available'])} the host had available "
+            "(pinned pages cannot be swapped; set host_memory_limit to change it)"
+        )
+    return f"{said} (host_memory_limit)"

@@ -27,6 +27,7 @@ from offload_pass.config import DEFAULT_RELOAD_HEADROOM, OffloadConfig
 from offload_pass.enums import Mode, NoteCode, ScheduleKind
 from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.schedules import release_schedule, reload_ceiling, reload_schedule
+from offload_pass.planning.host_limit import HostLimit, fit_to_host
 from offload_pass.planning.lifetimes import CopyLifetime, ideal_live
 from offload_pass.planning.notes import note
 from offload_pass.planning.plan import OffloadPlan, keep_groups, keep_offloads_without_gain
@@ -72,6 +73,7 @@ def schedule_copies(
     max_overhead: Optional[float] = None,
     select_within: Optional[float] = None,
     forced: Optional[frozenset[str]] = None,
+    host_limit: Optional[HostLimit] = None,
 ) -> Schedule:
     """Trim or select the copies, then place each release and reload (cost
     model) from the simulated timeline without offload. ``times`` and
@@ -88,7 +90,9 @@ def schedule_copies(
     the selection's coarse model may choose within (None: ``max_overhead``;
     the backend's retry under a step simulator that disagrees with it);
     ``forced``: mode="auto", copy these storages and no other (the
-    backend's set measured within max_overhead before; None: select)."""
+    backend's set measured within max_overhead before; None: select);
+    ``host_limit``: the pinned host bytes the copies may hold
+    (``host_limit.fit_to_host``, after the selection)."""
     if not plan.groups:
         return Schedule(plan)
     target = None if budget is None else budget - peak_offset
@@ -107,6 +111,7 @@ def schedule_copies(
     elif config.keep_if_no_gain:
         off_device = {storage: lt.off_device for storage, lt in lifetimes.items()}
         plan = keep_offloads_without_gain(plan, timeline.live_bytes, off_device)
+    plan = fit_to_host(plan, host_limit)
     if config.schedule != ScheduleKind.COST or not plan.groups:
         return Schedule(plan)
     return _place_copies(fw_gm, bw_gm, plan, timeline, lifetimes, times, profile, config, target)

@@ -126,13 +126,14 @@ def _rewrite_forward(
     positions: dict[str, int],
     config: OffloadConfig,
     release_after: Optional[dict[str, str]],
+    host_cap: int = -1,
 ) -> Optional[tuple[int, int]]:
     """Returns the host pool's bytes and its number of slots (None: no pool)."""
     graph = fw_gm.graph
     points = [n for n in graph.nodes if n.op != "output"]  # as the lifetimes count them
     nodes = {n.name: n for n in graph.nodes}
     fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes])
-    issued, host_pool = _insert_offloads(graph, copies, nodes, config, fake_mode)
+    issued, host_pool = _insert_offloads(graph, copies, nodes, config, fake_mode, host_cap)
 
     group_of = {c.source: c.group for c in copies}
     groups = set(group_of.values())
@@ -155,7 +156,8 @@ def _rewrite_forward(
 
 
 def _insert_offloads(
-    graph: fx.Graph, copies: list[_Copy], nodes: dict[str, fx.Node], config: OffloadConfig, fake_mode
+    graph: fx.Graph, copies: list[_Copy], nodes: dict[str, fx.Node], config: OffloadConfig, fake_mode,
+    host_cap: int = -1,
 ) -> tuple[list[tuple[fx.Node, fx.Node]], Optional[tuple[int, int]]]:
     """Inserts each copy's offload right after its source, into its slot of
     the host pool. Gives (source, host copy) in issue order (graph order),
@@ -167,14 +169,13 @@ def _insert_offloads(
         if PassName.HOST_POOL in config.disabled_passes
         else [(c.source, _concrete_extent(nodes[c.source].meta["val"])) for c in in_order]
     )
-    limit = -1 if config.host_memory_limit is None else config.host_memory_limit
     issued: list[tuple[fx.Node, fx.Node]] = []
     for copy in in_order:
         source = nodes[copy.source]
         slot = (pool, pool_bytes, *slots[copy.source]) if copy.source in slots else ()
         with graph.inserting_after(source):
             host = _new_node(
-                graph, OPS["offload"], (source, config.pin_memory, limit, *slot), fake_mode, f"{source.name}_host"
+                graph, OPS["offload"], (source, config.pin_memory, host_cap, *slot), fake_mode, f"{source.name}_host"
             )
         host.meta[LAYOUT_FREE_KEY] = copy.layout_free
         issued.append((source, host))
@@ -294,12 +295,15 @@ def rewrite_graphs(
     config: OffloadConfig,
     reload_before: Optional[dict[str, str]] = None,
     release_after: Optional[dict[str, str]] = None,
+    host_cap: int = -1,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """The cost model's schedule, when given: ``release_after[storage]``: the
     forward node after which that group's device memory is released;
     ``reload_before[storage]``: the backward node before which its reload is
     issued. None: ``config.max_inflight`` / ``config.prefetch`` (fixed).
-    Records the host pool's size in ``plan.host_pool``."""
+    ``host_cap``: the pinned host bytes the offload op lets the copies
+    hold as it runs (-1: none; the plan was cut to the same limit, so this
+    only guards it). Records the host pool's size in ``plan.host_pool``."""
     if not plan.groups:
         return fw_gm, bw_gm
     positions = saved_positions(fw_gm, bw_gm)
@@ -308,7 +312,7 @@ def rewrite_graphs(
         if entry.name in fw_nodes:
             fw_nodes[entry.name].meta[CHOSEN_KEY] = entry.decision
     copies = _copies(plan, fw_nodes, bw_gm)
-    plan.host_pool = _rewrite_forward(fw_gm, copies, lifetimes, positions, config, release_after)
+    plan.host_pool = _rewrite_forward(fw_gm, copies, lifetimes, positions, config, release_after, host_cap)
     _rewrite_backward(bw_gm, copies, lifetimes, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
         gm.graph.lint()
