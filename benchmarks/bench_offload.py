@@ -583,7 +583,7 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
     by_role: dict[str, float] = {}
     if plan is None and kind == "offload_pass":
         plan = backend.plans[-1]
-        print(plan, file=sys.stderr)
+        print(backend.records[-1], file=sys.stderr)  # the plan, and what the device measured of it
         offloaded_mib = plan.offloaded_bytes / 2**20
         for e in plan.entries:
             if e.role and e.decision == "offload":
@@ -606,33 +606,40 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
             # outside its graph (between steps, between forward and backward)
             # added, measured (calibration.PredictionCheck.as_run). Only
             # where each graph's is measured (a step of one graph).
-            as_run = [(p.measured.as_run(p.baseline), p.measured.step_as_run_ms, calls) for p, calls in ran if p.measured]
+            # What the loop measured is each plan's compile record's.
+            checked = {id(r.plan): r.measured for r in backend.records}
+            as_run = [
+                (checked[id(p)].as_run(p.baseline), checked[id(p)].step_as_run_ms, calls)
+                for p, calls in ran if checked[id(p)]
+            ]
             if len(as_run) == len(ran) and all(a is not None for a, _, _ in as_run):
                 result["predicted_step_as_run_ms"] = (
                     sum(a * calls for a, _, calls in as_run), sum(b * calls for _, b, calls in as_run)
                 )
-                result["outside_ms"] = sum(p.measured.measured.outside_ms * calls for p, calls in ran)
+                result["outside_ms"] = sum(checked[id(p)].measured.outside_ms * calls for p, calls in ran)
         result["selection"] = plan.selection
         # The device's check of each plan's prediction (the median of calls 40-42 of its graph,
         # feedback/loop.py), before and after a re-plan, and the calibrations.
         result["checks"] = [
             {
-                "graph": p.graph_id, "calibrated": p.calibration is not None, "call": p.measured.measured.call,
-                "replan_reason": p.replan_reason and str(p.replan_reason),
-                "step_error": p.measured.step_error, "peak_error": p.measured.peak_error,
-                "stall_error": p.measured.stall_error,
-                "outside_ms": p.measured.measured.outside_ms, "step_as_run_ms": p.measured.step_as_run_ms,
+                "graph": r.plan.graph_id, "calibrated": r.calibration is not None, "call": r.measured.measured.call,
+                "replan_reason": r.replan_reason and str(r.replan_reason),
+                "step_error": r.measured.step_error, "peak_error": r.measured.peak_error,
+                "stall_error": r.measured.stall_error,
+                "outside_ms": r.measured.measured.outside_ms, "step_as_run_ms": r.measured.step_as_run_ms,
                 # mode="auto": plain Inductor's graph measured right before the plan's calls.
-                "plain_work_ms": None if p.measured.plain is None else p.measured.plain.work_ms,
-                "measured_overhead": p.measured.measured_overhead,
-                "budget_mib": None if p.budget is None else p.budget / 2**20,
-                "predicted_peak_mib": p.prediction.peak / 2**20,
-                "measured_peak_mib": None if p.measured.measured.peak is None else p.measured.measured.peak / 2**20,
-                "text": p.measured.describe(),
+                "plain_work_ms": None if r.measured.plain is None else r.measured.plain.work_ms,
+                "measured_overhead": r.measured.measured_overhead,
+                "budget_mib": None if r.plan.budget is None else r.plan.budget / 2**20,
+                "predicted_peak_mib": r.plan.prediction.peak / 2**20,
+                "measured_peak_mib": None if r.measured.measured.peak is None else r.measured.measured.peak / 2**20,
+                "text": r.measured.describe(),
             }
-            for p in backend.plans if p.measured is not None
+            for r in backend.records if r.measured is not None
         ]
-        result["calibrations"] = [f"{p.graph_id}: {p.calibration.describe()}" for p in backend.plans if p.calibration]
+        result["calibrations"] = [
+            f"{r.plan.graph_id}: {r.calibration.describe()}" for r in backend.records if r.calibration
+        ]
         result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
         graphs = backend.last_step().graphs
         result["recomputed_mib"] = sum(p.recomputed_bytes * calls for p, calls in graphs) / 2**20

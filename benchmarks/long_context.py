@@ -345,7 +345,7 @@ def plan_figures(backend) -> dict:
         "offloaded_bytes": report.offloaded_bytes,
         "host_pool_bytes": sum(p.host_pool[0] * calls for p, calls in graphs if p.host_pool),
         "recompute_level": [p.recompute_level for p, _ in graphs],
-        "replan_reasons": [str(p.replan_reason) for p in backend.plans if p.replan_reason],
+        "replan_reasons": [str(r.replan_reason) for r in backend.records if r.replan_reason],
     }
     ran = [(p, calls) for p, calls in graphs if p.prediction is not None]
     if ran and len(ran) == len(graphs):

@@ -7,7 +7,8 @@ plan, the rewrite) before Inductor sees the graphs, wrapped in a
 ``CompiledGraph``; on CUDA the feedback loop (``feedback/``) wraps it
 instead, unless ``disabled_passes`` names "calibrate". The backend keeps a
 ``CompileRecord`` of each compile in ``backend.records`` (newest last; the
-plans alone in ``backend.plans``).
+plans alone in ``backend.plans``; what the feedback loop measured, in the
+records only).
 
 Caching: the partitioner is an Inductor ``CustomPartitionerFn`` whose uuid
 hashes this package's sources, the config and the marks of the graph. The
@@ -19,6 +20,7 @@ FX graph cache stays on and keys on the rewritten graphs themselves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import glob
 import logging
@@ -117,8 +119,9 @@ class OffloadBackend:
     """A ``torch.compile`` backend that offloads marked activations.
 
     ``torch.compile(model, backend=OffloadBackend())``; ``records`` holds a
-    ``CompileRecord`` of every forward/backward pair it compiled, newest last,
-    and ``plans`` their plans. ``keep_graphs=True`` keeps the texts of the
+    ``CompileRecord`` of every forward/backward pair it compiled, newest last
+    (with what the feedback loop measured of each, on CUDA), and ``plans``
+    their plans. ``keep_graphs=True`` keeps the texts of the
     graphs before and after the rewrite in each record (graph-diff reports,
     golden tests).
     """
@@ -163,7 +166,9 @@ class OffloadBackend:
             self._compile, patches, active, marks_digest(gm) + repr(active), frame_root_name(gm)
         )
         self._roots.update(marked_roots(gm))
-        host = GraphHost(lambda: self.plans, self._steps, self._warn_unoffloaded_marks)
+        host = GraphHost(
+            lambda: self.plans, self._steps, self._warn_unoffloaded_marks, lambda: self.records, self._record_facts
+        )
         device = _cuda_device(example_inputs)
         if device is None or PassName.CALIBRATE in self.config.disabled_passes:
             compiled = compile_graph(gm, example_inputs, None)
@@ -238,8 +243,13 @@ class OffloadBackend:
         its index."""
         record = self.records[plan_index]
         plan = plain_inductor_plan(record.plan, f"graph {len(self.records)}", fallback, measured)
-        self._record(CompileRecord(plan, record.timeline_before, record.timeline_before))
+        self._record(CompileRecord(plan, record.timeline_before, record.timeline_before, measured=measured))
         return len(self.records) - 1
+
+    def _record_facts(self, index: int, **facts: Any) -> None:
+        """The feedback loop's facts about record ``index`` (``CompileRecord``'s
+        ``measured``, ``replan_reason``, ``fallback``), set in a new record."""
+        self.records[index] = dataclasses.replace(self.records[index], **facts)
 
     def _warn_unoffloaded_marks(self, report: StepReport) -> None:
         _warn_unoffloaded_marks(report, list(self._roots))
@@ -278,7 +288,8 @@ class OffloadBackend:
             *state.texts_before, render_graph(state.fw_gm), render_graph(state.bw_gm)
         )
         self._record(CompileRecord(
-            state.plan, state.timeline_before, state.timeline_after, texts, state.notes, state.changed_by
+            state.plan, state.timeline_before, state.timeline_after, texts, state.notes, state.changed_by,
+            calibration=calibration,
         ))
         if keep_simulator and state.simulation is not None:
             # Inductor edits the graphs it is handed (view_to_reshape, its

@@ -37,12 +37,17 @@ class Compiled(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class GraphHost:
     """What a compiled graph reads from and reports to its backend: the
-    plans of its records, the step tracker, and the warning said once for
-    marked modules nothing was offloaded of."""
+    plans of its records, the step tracker, the warning said once for
+    marked modules nothing was offloaded of, and for the feedback loop the
+    records themselves (``reporting/compile_record.py``) and
+    ``record_facts(index, **facts)``, which sets what it learned of record
+    ``index`` (``measured``, ``replan_reason``, ``fallback``)."""
 
     plans: Callable[[], list]
     steps: StepTracker
     warn_marks: Callable[[StepReport], None]
+    records: Callable[[], list]
+    record_facts: Callable[..., None]
 
 
 def under(marks: Sequence[Mark]) -> str:

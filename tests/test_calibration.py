@@ -834,7 +834,7 @@ class _Measured:
         self.backward_ran = True  # read at the next call, after this call's backward
 
     def result(self):
-        plan = [p for p in _Measured.backend.plans if p.measured is None][-1]
+        plan = [r.plan for r in _Measured.backend.records if r.measured is None][-1]
         figures = _Measured.plain_figures(plan.baseline) if self.plain else _Measured.figures(plan.prediction)
         return dataclasses.replace(figures, call=self.call, peak_note=self.peak_note)
 
@@ -1044,25 +1044,26 @@ def test_a_copy_bound_forward_is_planned_again_with_fewer_copies(device_measured
     # once more before the same fallback.)
     with caplog.at_level("INFO", logger="offload_pass"):
         grads = _train(backend, steps=3 * CHECKED - 1)
-    assert len(backend.records) == 3, [str(p) for p in backend.plans]
+    assert len(backend.records) == 3, [str(r) for r in backend.records]
     first, second, plain = backend.plans
-    assert second.fallback.endswith("no plan of this graph measured within; runs plain Inductor's graph instead")
-    assert first.measured.measured_overhead > 0.31 and not plain.groups and plain.selection.startswith(
+    first_record, second_record, _ = backend.records
+    assert second_record.fallback.endswith("no plan of this graph measured within; runs plain Inductor's graph instead")
+    assert first_record.measured.measured_overhead > 0.31 and not plain.groups and plain.selection.startswith(
         "mode=auto fell back from graph 1, measured +"
     )
     assert "graph 1 not planned again (overhead): calibrated on graph 1" in caplog.text
     assert "predicts this plan as it was predicted, so it would plan the same" in caplog.text
-    assert first.calibration is None and first.measured is not None and not first.measured.within()
-    calibration = second.calibration
+    assert first_record.calibration is None and first_record.measured is not None and not first_record.measured.within()
+    calibration = second_record.calibration
     assert calibration is not None and calibration.source == f"graph 0, {_median_of(MEASURED_BESIDE_PLAIN)}"
     assert calibration.d2h_scale < 0.5 and calibration.forward_scale == pytest.approx(1.0)
-    assert first.groups and len(second.groups) < len(first.groups), (str(first), str(second))
-    assert second.measured is not None and second.measured.measured.of_calls == MEASURED_BESIDE_PLAIN
-    assert second.replan_reason == "prediction"
+    assert first.groups and len(second.groups) < len(first.groups), (str(first_record), str(second_record))
+    assert second_record.measured is not None and second_record.measured.measured.of_calls == MEASURED_BESIDE_PLAIN
+    assert second_record.replan_reason == "prediction"
     assert (
         "planned again (the prediction was off by more than 3%, or its stalls on copies by more than 1% of the step), "
         f"{calibration.describe()}"
-    ) in str(second)
+    ) in str(second_record)
     _assert_plain_inductors(grads, steps=3 * CHECKED - 1)
 
 
@@ -1090,22 +1091,29 @@ def test_auto_measured_over_max_overhead_is_planned_again_under_the_measured_sta
     device_measured.backend = backend
     with caplog.at_level("INFO", logger="offload_pass"):
         grads = _train(backend, steps=3 * CHECKED - 1, every_step=True)
-    assert [p.replan_reason for p in backend.plans] == [None, "prediction", "overhead"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "prediction", "overhead"], [
+        str(r) for r in backend.records
+    ]
     first, second, third = backend.plans
+    first_record, second_record, third_record = backend.records
     assert first.max_overhead == second.max_overhead == third.max_overhead == 0.02
     assert second.predicted_overhead <= 0.02 and second.groups
-    assert overhead_as_measured(second.measured, second.baseline) > 0.03
+    assert overhead_as_measured(second_record.measured, second.baseline) > 0.03
     # Fitted to those stalls: a slower device->host copy; the plan under it
     # (releases placed later, or fewer copies) is predicted within 2 %.
-    assert third.calibration.d2h_scale < second.calibration.d2h_scale
-    assert (third.groups, third.release_after) != (second.groups, second.release_after), (str(second), str(third))
+    assert third_record.calibration.d2h_scale < second_record.calibration.d2h_scale
+    assert (third.groups, third.release_after) != (second.groups, second.release_after), (
+        str(second_record), str(third_record)
+    )
     assert third.predicted_overhead <= 0.02
-    assert "planned again (the measured step was over max_overhead: over plain Inductor's graph measured beside it" in str(third)
-    assert second.measured.measured_overhead > 0.03 and third.calibration.plain_work_ms is not None
+    assert "planned again (the measured step was over max_overhead: over plain Inductor's graph measured beside it" in (
+        str(third_record)
+    )
+    assert second_record.measured.measured_overhead > 0.03 and third_record.calibration.plain_work_ms is not None
     assert "graph 2 not planned again: planned again 2 times already (prediction, overhead)" in caplog.text
     # The floor gave the third plan the first's copies; the first plan does
     # not run in its place: its prediction was off (5 %).
-    assert {g.storage for g in third.groups} == {g.storage for g in first.groups} and not first.measured.within()
+    assert {g.storage for g in third.groups} == {g.storage for g in first.groups} and not first_record.measured.within()
     # Every plan's gradients (steps 1-15, 16-29, 30-44).
     _assert_plain_inductors(grads, steps=1)
 
@@ -1114,22 +1122,25 @@ def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(
     first_backend = _auto_backend(device_measured, _copy_bound_device)
     _train(first_backend, steps=CHECKED + 1)
     assert len(first_backend.records) == 2
-    fitted = first_backend.plans[1].calibration
+    fitted = first_backend.records[1].calibration
     # Another backend, the same graph (after torch._dynamo.reset()): its
     # first plan is the re-plan the first backend reached, without a re-plan.
     second_backend = _auto_backend(device_measured, _copy_bound_device)
     grads = _train(second_backend, steps=2)
     carried = second_backend.plans[0]
+    carried_record = second_backend.records[0]
     assert fitted.plain_work_ms is not None  # plain Inductor measured beside the first backend's plans
-    assert carried.calibration == dataclasses.replace(
+    assert carried_record.calibration == dataclasses.replace(
         fitted, source=f"an earlier compile of this graph ({fitted.source})", carried=True,
         peak_offset=0, peak_measured=False, between_ms=0.0, plain_work_ms=None,
     )
-    assert "peak and time between forward and backward not carried" in carried.calibration.describe()
-    assert carried.replan_reason is None and carried.measured is None
+    assert "peak and time between forward and backward not carried" in carried_record.calibration.describe()
+    assert carried_record.replan_reason is None and carried_record.measured is None
     assert [g.members for g in carried.groups] == [g.members for g in first_backend.plans[1].groups]
     assert carried.groups and len(carried.groups) < len(first_backend.plans[0].groups)
-    assert f"planned under the calibration of an earlier compile, {carried.calibration.describe()}" in str(carried)
+    assert f"planned under the calibration of an earlier compile, {carried_record.calibration.describe()}" in (
+        str(carried_record)
+    )
     _assert_plain_inductors(grads, steps=2)
     # Under autocast (Dynamo guards on it: the same code, other kernels) or
     # with another pinned-copy setting it is not carried; nor once forgotten.
@@ -1143,7 +1154,7 @@ def test_a_later_compile_of_the_graph_plans_under_the_calibration_fitted_before(
     third_backend = _auto_backend(device_measured, _copy_bound_device)
     _train(third_backend, steps=1)
     for backend in (fresh, unpinned, third_backend):
-        assert backend.plans[0].calibration is None, str(backend.plans[0])
+        assert backend.records[0].calibration is None, str(backend.records[0])
     assert len(third_backend.plans[0].groups) == len(first_backend.plans[0].groups)
 
 
@@ -1159,17 +1170,20 @@ def test_a_carried_plan_measured_off_is_planned_again_and_its_fit_carried_on(dev
     # that fit is carried.
     second_backend = _auto_backend(device_measured, _half_as_copy_bound)
     grads = _train(second_backend, steps=2 * CHECKED, every_step=True)
-    assert [p.replan_reason for p in second_backend.plans] == [None, "prediction", "room"]
+    assert [r.replan_reason for r in second_backend.records] == [None, "prediction", "room"]
     carried, again, room = second_backend.plans
-    assert carried.calibration == fitted and carried.measured is not None and not carried.measured.within()
-    assert not again.calibration.carried
-    assert again.calibration.source == f"graph 0, {_median_of(MEASURED_BESIDE_PLAIN)}"
-    assert again.measured.measured_overhead < 0.3 - room_margin(0.3) and again.predicted_overhead > 0.28
-    assert room.calibration.source == f"graph 1, {_median_of(MEASURED_BESIDE_PLAIN)}"
-    assert room.prediction.peak < again.prediction.peak and room.fallback is None
+    carried_record, again_record, room_record = second_backend.records
+    assert carried_record.calibration == fitted
+    assert carried_record.measured is not None and not carried_record.measured.within()
+    assert not again_record.calibration.carried
+    assert again_record.calibration.source == f"graph 0, {_median_of(MEASURED_BESIDE_PLAIN)}"
+    assert again_record.measured.measured_overhead < 0.3 - room_margin(0.3) and again.predicted_overhead > 0.28
+    assert room_record.calibration.source == f"graph 1, {_median_of(MEASURED_BESIDE_PLAIN)}"
+    assert room.prediction.peak < again.prediction.peak and room_record.fallback is None
     assert REGISTRY.calibrations[key] != fitted
     assert REGISTRY.calibrations == {key: dataclasses.replace(
-        room.calibration, source=f"an earlier compile of this graph ({room.calibration.source})", carried=True,
+        room_record.calibration, carried=True,
+        source=f"an earlier compile of this graph ({room_record.calibration.source})",
         peak_offset=0, peak_measured=False, between_ms=0.0, plain_work_ms=None,
     )}
     _assert_plain_inductors(grads, steps=2 * CHECKED)
@@ -1204,9 +1218,9 @@ def test_a_prediction_within_three_percent_is_kept(device_measured):
     ))
     _train(backend, steps=CHECKED)
     assert len(backend.records) == 1
-    check = backend.plans[0].measured
+    check = backend.records[0].measured
     assert check.within() and check.peak_error == pytest.approx(0.02, abs=1e-3)
-    assert check.describe() in str(backend.plans[0])
+    assert check.describe() in str(backend.records[0])
     # Each measured call is handed the last measured call before it (the
     # time outside the graph runs from its backward's end where that was the
     # call right before it, feedback/measure.py): plain Inductor's calls 4,
@@ -1256,12 +1270,13 @@ def test_a_peak_the_timeline_missed_lowers_the_plan_under_the_budget(device_meas
     grads = _train(backend, steps=CHECKED)
     assert len(backend.records) == 2
     first, second = backend.plans
-    offset = second.calibration.peak_offset
-    assert offset == first.measured.measured.peak - first.prediction.peak > 0
+    first_record, second_record = backend.records
+    offset = second_record.calibration.peak_offset
+    assert offset == first_record.measured.measured.peak - first.prediction.peak > 0
     assert second.prediction.peak_offset == second.baseline.peak_offset == offset
     assert second.baseline.peak == first.baseline.peak + offset
     assert second.prediction.peak <= int(0.8 * first.baseline.peak) or "out of reach" in second.selection
-    assert second.offloaded_bytes > first.offloaded_bytes, (str(first), str(second))
+    assert second.offloaded_bytes > first.offloaded_bytes, (str(first_record), str(second_record))
     _assert_plain_inductors(grads, steps=CHECKED)
 
 
@@ -1288,19 +1303,24 @@ def test_a_measured_peak_over_the_budget_is_planned_again_once_more(device_measu
     device_measured.backend = backend
     with caplog.at_level("INFO", logger="offload_pass"):
         grads = _train(backend, steps=3 * CHECKED - 2, mark=_attention_marked, every_step=True)
-    assert [p.replan_reason for p in backend.plans] == [None, "prediction", "budget"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "prediction", "budget"], [
+        str(r) for r in backend.records
+    ]
     first, second, third = backend.plans
+    first_record, second_record, third_record = backend.records
     budget = first.budget
     assert budget is not None and second.budget == third.budget == budget
-    assert first.prediction.peak <= budget < first.measured.measured.peak, str(first)
-    assert second.prediction.peak <= budget < second.measured.measured.peak, str(second)
-    assert third.measured is not None and not third.measured.within()
-    assert third.calibration.peak_offset == second.measured.measured.peak - second.prediction.timeline_peak
-    assert third.calibration.peak_offset > second.calibration.peak_offset > 0
-    assert f"planned again (the measured peak was over the budget), calibrated on graph 1, call {MEASURED[1]}" in str(third)
+    assert first.prediction.peak <= budget < first_record.measured.measured.peak, str(first_record)
+    assert second.prediction.peak <= budget < second_record.measured.measured.peak, str(second_record)
+    assert third_record.measured is not None and not third_record.measured.within()
+    assert third_record.calibration.peak_offset == second_record.measured.measured.peak - second.prediction.timeline_peak
+    assert third_record.calibration.peak_offset > second_record.calibration.peak_offset > 0
+    assert f"planned again (the measured peak was over the budget), calibrated on graph 1, call {MEASURED[1]}" in (
+        str(third_record)
+    )
     assert "graph 2 not planned again: planned again 2 times already (prediction, budget)" in caplog.text
     # The budget the plan says is the user's; the timeline's target beside it.
-    offset = second.calibration.peak_offset
+    offset = second_record.calibration.peak_offset
     assert second.selection.startswith(
         f"mode=budget ({format_bytes(budget)}; {format_bytes(budget - offset)} on the memory timeline, "
         f"which missed {format_bytes(offset)} at the measured peak): chose "
@@ -1347,22 +1367,23 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     steps = 2 * CHECKED - 1
     with caplog.at_level("INFO", logger="offload_pass"):
         grads = _train(backend, steps=steps, every_step=True)
-    assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "overhead"], [str(r) for r in backend.records]
     first, second = backend.plans
+    first_record, second_record = backend.records
     plain_measured = PLAIN_MEASURED
     # Each plan's calls 3, 4, 9-12, 17, 18 ran plain Inductor's graph, in
     # turns with the plan's, measured on 4, 10, 12, 18; call 2 warmed it
     # up, once.
     assert device_measured.plain_calls == list(plain_measured) * 2
     assert len(ran) == 1 + 2 * len(PLAIN_RUNS)
-    check = first.measured
+    check = first_record.measured
     assert check.plain is not None and check.plain.of_calls == plain_measured
     assert check.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert check.plain.work_ms == pytest.approx(0.5 * first.baseline.forward_ms + first.baseline.backward_ms)
     assert check.measured_overhead == pytest.approx(check.measured.work_ms / check.plain.work_ms - 1)
     assert check.measured_overhead > 0.05 and check.within()
     assert first.groups and first.overhead_allowed == 0.05
-    calibration = second.calibration
+    calibration = second_record.calibration
     assert calibration.plain_work_ms == pytest.approx(check.plain.work_ms)
     # The forward at plain Inductor's speed, the rest its runtime ops': the
     # step without offload is now predicted as plain Inductor measured.
@@ -1371,14 +1392,14 @@ def test_auto_measures_plain_inductor_between_the_plans_calls_and_holds_the_re_p
     assert second.overhead_allowed == pytest.approx(1.05 * check.plain.work_ms / second.baseline.step_ms - 1)
     assert second.overhead_allowed == pytest.approx(0.05, abs=1e-3)
     assert second.predicted_overhead <= second.overhead_allowed + 1e-9
-    assert len(second.groups) < len(first.groups), (str(first), str(second))
+    assert len(second.groups) < len(first.groups), (str(first_record), str(second_record))
     assert second.selection.startswith(
         f"mode=auto (max_overhead 5.0% of plain Inductor's step as measured: {second.overhead_allowed:+.1%} "
         "over the step without offload as predicted): chose "
     ), second.selection
-    assert "planned again (the measured step was over max_overhead: over plain Inductor's graph" in str(second)
-    assert second.measured is not None and second.measured.plain is not None
-    assert second.measured.measured_overhead <= 0.05 + 1e-9 and second.fallback is None
+    assert "planned again (the measured step was over max_overhead: over plain Inductor's graph" in str(second_record)
+    assert second_record.measured is not None and second_record.measured.plain is not None
+    assert second_record.measured.measured_overhead <= 0.05 + 1e-9 and second_record.fallback is None
     # Carried to later compiles without it: a later compile measures its own.
     assert all(c.plain_work_ms is None for c in REGISTRY.calibrations.values())
     _assert_plain_inductors(grads, steps=steps)
@@ -1394,7 +1415,7 @@ def _measured_over_plain(device_measured, backend, overheads):
     )
 
     def plain(baseline):
-        index, plan = [(i, p) for i, p in enumerate(backend.plans) if p.measured is None][-1]
+        index, plan = [(i, r.plan) for i, r in enumerate(backend.records) if r.measured is None][-1]
         m = device_measured.figures(plan.prediction)
         slower = 1 + overheads[index]
         return MeasuredCall(0, m.forward_ms / slower, m.backward_ms / slower, 0.0, 0.0, baseline.peak)
@@ -1438,17 +1459,18 @@ def test_auto_measured_over_after_its_last_re_plan_runs_the_earlier_plan_within(
     steps = 2 * CHECKED + 1
     with caplog.at_level("INFO", logger="offload_pass"):
         grads, offloads, graphs = _steps_run(backend, steps)
-    assert [p.replan_reason for p in backend.plans] == [None, "overhead"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "overhead"], [str(r) for r in backend.records]
     first, second = backend.plans
-    assert first.groups and first.measured.measured_overhead == pytest.approx(0.025)
-    assert second.measured.measured_overhead == pytest.approx(0.05)
-    assert first.fallback is None
-    assert second.fallback == (
+    first_record, second_record = backend.records
+    assert first.groups and first_record.measured.measured_overhead == pytest.approx(0.025)
+    assert second_record.measured.measured_overhead == pytest.approx(0.05)
+    assert first_record.fallback is None
+    assert second_record.fallback == (
         "measured +5.0% against plain Inductor's graph, over max_overhead 2.0% (+1% noise), and not planned "
         "again: runs graph 0's plan instead, measured +2.5%"
     )
-    assert str(second).endswith(f"not run: {second.fallback}")
-    assert f"offload_pass: graph 1 {second.fallback} (graph 0 from this call on)" in caplog.text
+    assert str(second_record).endswith(f"not run: {second_record.fallback}")
+    assert f"offload_pass: graph 1 {second_record.fallback} (graph 0 from this call on)" in caplog.text
     # Step CHECKED planned again (its call is the second plan's first);
     # the second plan checked on its call CHECKED, step 2 * CHECKED - 1,
     # which runs the first plan, with its copies, as every step after it.
@@ -1479,16 +1501,17 @@ def test_auto_measured_under_its_limit_by_the_room_margin_spends_the_rest(device
     steps = 2 * CHECKED + 1
     with caplog.at_level("INFO", logger="offload_pass"):
         grads, offloads, graphs = _steps_run(backend, steps)
-    assert [p.replan_reason for p in backend.plans] == [None, "room"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "room"], [str(r) for r in backend.records]
     first, second = backend.plans
+    first_record, second_record = backend.records
     assert first.overhead_allowed - first.predicted_overhead < room_margin(0.002)
     assert len(first.groups) < first.candidates
-    assert first.measured.measured_overhead == pytest.approx(-0.03)
-    assert second.calibration.plain_work_ms == pytest.approx(first.measured.plain_work_ms)
+    assert first_record.measured.measured_overhead == pytest.approx(-0.03)
+    assert second_record.calibration.plain_work_ms == pytest.approx(first_record.measured.plain_work_ms)
     assert second.overhead_allowed > 0.03 and len(second.groups) > len(first.groups)
-    assert second.prediction.peak < first.prediction.peak and second.fallback is None
-    assert second.measured.measured_overhead == pytest.approx(0.001)
-    assert "planned again (the measured step was under max_overhead against plain Inductor's graph" in str(second)
+    assert second.prediction.peak < first.prediction.peak and second_record.fallback is None
+    assert second_record.measured.measured_overhead == pytest.approx(0.001)
+    assert "planned again (the measured step was under max_overhead against plain Inductor's graph" in str(second_record)
     # From the re-plan's call on the second plan runs (its turns aside).
     assert graphs[CHECKED - 1] == [(1, 1)] and graphs[-1] == [(1, 1)] and offloads[-1] == len(second.groups)
     _assert_plain_inductors(grads, steps=1)
@@ -1497,19 +1520,22 @@ def test_auto_measured_under_its_limit_by_the_room_margin_spends_the_rest(device
 def test_a_room_re_plan_that_frees_no_more_leaves_the_plan_measured_within(device_measured, monkeypatch, caplog):
     # As above, but the re-plan predicts no lower peak than the first plan
     # measured: compiled, recorded, and not run; the first plan runs on.
-    monkeypatch.setattr(replan, "_frees_more", lambda again, plan: False)
+    monkeypatch.setattr(replan, "_frees_more", lambda again, before: False)
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.002, min_bytes=0)
     _measured_over_plain(device_measured, backend, [-0.03, 0.001])
     steps = CHECKED + 2
     with caplog.at_level("INFO", logger="offload_pass"):
         grads, offloads, graphs = _steps_run(backend, steps)
-    assert [p.replan_reason for p in backend.plans] == [None, "room"]
+    assert [r.replan_reason for r in backend.records] == [None, "room"]
     first, second = backend.plans
-    assert second.fallback.startswith("planned again for the room under max_overhead, but predicts no lower peak than graph 0")
-    assert second.fallback.endswith("runs graph 0's plan instead")
-    assert f"offload_pass: graph 1 {second.fallback}" in caplog.text
-    assert str(second).endswith(f"not run: {second.fallback}")
-    assert second.measured is None and first.fallback is None
+    first_record, second_record = backend.records
+    assert second_record.fallback.startswith(
+        "planned again for the room under max_overhead, but predicts no lower peak than graph 0"
+    )
+    assert second_record.fallback.endswith("runs graph 0's plan instead")
+    assert f"offload_pass: graph 1 {second_record.fallback}" in caplog.text
+    assert str(second_record).endswith(f"not run: {second_record.fallback}")
+    assert second_record.measured is None and first_record.fallback is None
     assert graphs[CHECKED - 1:] == [[(0, 1)]] * 3 and offloads[CHECKED - 1:] == [len(first.groups)] * 3
     _assert_plain_inductors(grads, steps=1)
 
@@ -1525,7 +1551,8 @@ def test_a_later_compile_runs_the_copies_measured_within_its_limit_where_it_woul
     _measured_over_plain(device_measured, first_backend, [0.001, 0.001, 0.001])
     _steps_run(first_backend, CHECKED + 1)
     ran = first_backend.plans[0]
-    assert ran.measured.measured_overhead == pytest.approx(0.001) and ran.groups
+    ran_record = first_backend.records[0]
+    assert ran_record.measured.measured_overhead == pytest.approx(0.001) and ran.groups
     ((key, sets),) = REGISTRY.measured_sets.items()
     ran_storages = frozenset(g.storage for g in ran.groups)
     assert sets[ran_storages].overheads == (pytest.approx(0.001),)
@@ -1545,16 +1572,17 @@ def test_a_later_compile_runs_the_copies_measured_within_its_limit_where_it_woul
     with caplog.at_level("INFO", logger="offload_pass"):
         grads, offloads, graphs = _steps_run(second, CHECKED + 1)
     (plan,) = second.plans
+    (plan_record,) = second.records
     assert frozenset(g.storage for g in plan.groups) == ran_storages
     assert plan.prediction.peak == ran.prediction.peak < alone.plans[0].prediction.peak
     note = (
         f"runs the {len(ran_storages)} copies a plan of this graph ran before, measured +0.1% against plain "
-        f"Inductor's graph beside it (once), peak {format_bytes(ran.measured.peak)}, within max_overhead"
+        f"Inductor's graph beside it (once), peak {format_bytes(ran_record.measured.peak)}, within max_overhead"
     )
     assert note in plan.selection and f"offload_pass: graph 0 mode=auto: {note}" in caplog.text
     assert "copies measured within it before" in plan.selection
     # Measured +0.15 %, within 0.2 %: kept (no room to spend: 2 points of margin), and measured once more.
-    assert plan.measured.measured_overhead == pytest.approx(0.0015) and plan.replan_reason is None
+    assert plan_record.measured.measured_overhead == pytest.approx(0.0015) and plan_record.replan_reason is None
     assert REGISTRY.measured_sets[key][ran_storages].overheads == (pytest.approx(0.001), pytest.approx(0.0015))
     assert offloads[-1] == len(ran_storages)
     _assert_plain_inductors(grads, steps=1)
@@ -1576,18 +1604,19 @@ def test_a_re_plan_choosing_copies_measured_within_before_runs_that_plan_not_a_n
     steps = 2 * CHECKED + 4
     with caplog.at_level("INFO", logger="offload_pass"):
         grads, offloads, graphs = _steps_run(backend, steps)
-    assert [p.replan_reason for p in backend.plans] == [None, "room", "overhead"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "room", "overhead"], [str(r) for r in backend.records]
     first, second, third = backend.plans
+    first_record, _, third_record = backend.records
     copies = frozenset(g.storage for g in first.groups)
     assert frozenset(g.storage for g in second.groups) != copies
     assert frozenset(g.storage for g in third.groups) == copies
     assert "runs the" in third.selection and "a plan of this graph ran before" in third.selection
-    assert third.fallback == (
+    assert third_record.fallback == (
         "planned again with the copies graph 0 ran, measured -3.0% against plain Inductor's graph, within "
         "max_overhead: runs graph 0's plan instead of measuring them again"
     )
-    assert f"offload_pass: graph 2 {third.fallback}" in caplog.text
-    assert third.measured is None and first.fallback is None
+    assert f"offload_pass: graph 2 {third_record.fallback}" in caplog.text
+    assert third_record.measured is None and first_record.fallback is None
     # The second plan was checked at its call CHECKED (step 2 * CHECKED - 1): from
     # that call on the first plan runs, with its copies, and no turn of plain
     # Inductor's graph follows.
@@ -1620,25 +1649,26 @@ def test_auto_with_no_plan_measured_within_runs_plain_inductors_graph(device_mea
             grads, offloads, graphs = _steps_run(backend, steps)
     finally:
         recompile.compile_plain = real
-    assert [p.replan_reason for p in backend.plans] == [None, "overhead", None], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "overhead", None], [str(r) for r in backend.records]
     first, second, plain = backend.plans
+    _, second_record, plain_record = backend.records
     # The re-plan: the step without offload predicted at plain Inductor's
     # speed (the pairs' figure), so 2 % of it to spend, the first plan's
     # 10 % charged to its runtime ops: fewer copies, predicted within; here
     # plain Inductor's graph measures 10 % faster whatever runs beside it.
     assert second.overhead_allowed == pytest.approx(0.02, abs=1e-6)  # the bisection's precision
-    assert second.calibration.forward_op_ms > 0 and second.calibration.backward_op_ms > 0
+    assert second_record.calibration.forward_op_ms > 0 and second_record.calibration.backward_op_ms > 0
     assert 0 < len(second.groups) < len(first.groups) and second.predicted_overhead <= 0.02 + 1e-9
-    assert second.measured.measured_overhead == pytest.approx(0.10)
-    assert second.fallback == (
+    assert second_record.measured.measured_overhead == pytest.approx(0.10)
+    assert second_record.fallback == (
         "measured +10.0% against plain Inductor's graph, over max_overhead 2.0% (+1% noise), and not planned "
         "again: no plan of this graph measured within; runs plain Inductor's graph instead"
     )
-    assert plain.graph_id == "graph 2" and plain.offloaded == [] and plain.groups == [] and plain.fallback is None
+    assert plain.graph_id == "graph 2" and plain.offloaded == [] and plain.groups == [] and plain_record.fallback is None
     assert [e.name for e in plain.entries] == [e.name for e in second.entries]
     assert all(e.decision == "keep" for e in plain.entries)  # the reasons: test_plan_pure
-    assert plain.selection == f"mode=auto fell back from graph 1, {second.fallback}"
-    assert plain.prediction == second.baseline and plain.measured.measured == second.measured.plain
+    assert plain.selection == f"mode=auto fell back from graph 1, {second_record.fallback}"
+    assert plain.prediction == second.baseline and plain_record.measured.measured == second_record.measured.plain
     fell_back = 2 * CHECKED - 2  # the index of the second plan's call CHECKED, the first to run plain Inductor's
     # The step before it ran plain Inductor's compile in the turns (call 18), reported as such; from the
     # fall-back on, plain Inductor's record (graph 2).
@@ -1660,20 +1690,23 @@ def test_a_re_plan_skips_the_levels_out_of_reach_before(device_measured):
     backend = offload_pass.make_backend(mode="budget", memory_budget=0.33, min_bytes=0)
     device_measured.backend = backend
     grads = _train(backend, steps=2 * CHECKED - 1, mark=_attention_marked, every_step=True)
-    assert [p.replan_reason for p in backend.plans] == [None, "prediction", "peak"], [str(p) for p in backend.plans]
+    assert [r.replan_reason for r in backend.records] == [None, "prediction", "peak"], [
+        str(r) for r in backend.records
+    ]
     first, second, third = backend.plans
+    _, second_record, third_record = backend.records
     assert "out of reach by offload and recompute" in second.selection
-    assert abs(second.measured.peak_error) > REPLAN_TOLERANCE
-    assert third.calibration.peak_offset == second.measured.measured.peak - second.prediction.timeline_peak
-    assert third.calibration.peak_offset > second.calibration.peak_offset > 0
-    assert "planned again (the peak of the plan before, itself a re-plan, was off by more than 3%)" in str(third)
+    assert abs(second_record.measured.peak_error) > REPLAN_TOLERANCE
+    assert third_record.calibration.peak_offset == second_record.measured.measured.peak - second.prediction.timeline_peak
+    assert third_record.calibration.peak_offset > second_record.calibration.peak_offset > 0
+    assert "planned again (the peak of the plan before, itself a re-plan, was off by more than 3%)" in str(third_record)
     assert "out of reach by offload and recompute" in first.selection
     # Every level was partitioned (less those saving a set tried already), then the block cuts.
     levels = [t.level for t in first.recompute_trials if not isinstance(t.level, BlockCut)]
     assert set(levels) <= {None, *RECOMPUTE_LEVELS}
     assert len(levels) > 2 and levels[-1] == RECOMPUTE_LEVELS[-1], first.selection
     assert any(isinstance(t.level, BlockCut) for t in first.recompute_trials), first.selection
-    offset = second.calibration.peak_offset
+    offset = second_record.calibration.peak_offset
     far = {
         t.level for t in first.recompute_trials
         if t.level not in (None, first.recompute_level) and t.peak + offset > 1.03 * first.budget
@@ -1690,7 +1723,7 @@ def test_calibrate_disabled_by_name_measures_nothing(device_measured):
     backend = offload_pass.make_backend(mode="auto", min_bytes=0, disabled_passes=("calibrate",))
     device_measured.backend = backend
     _train(backend, steps=CHECKED)
-    assert len(backend.records) == 1 and backend.plans[0].measured is None
+    assert len(backend.records) == 1 and backend.records[0].measured is None
 
 
 OUTSIDE_S = 0.005
@@ -1730,8 +1763,9 @@ def test_the_measured_calls_are_measured_on_the_device():
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
     grads, seen = run(backend)
     first = backend.plans[0]
-    assert first.offloaded and first.measured is not None, str(first)
-    measured = first.measured.measured
+    first_record = backend.records[0]
+    assert first.offloaded and first_record.measured is not None, str(first_record)
+    measured = first_record.measured.measured
     assert measured.of_calls == MEASURED and measured.call in MEASURED
     steps = seen[MEASURED[0] - 1 : MEASURED[-1]]
     assert measured.peak == max(peak for peak, _ in steps), (measured, steps)
@@ -1740,14 +1774,14 @@ def test_the_measured_calls_are_measured_on_the_device():
     assert 0 <= measured.backward_wait_ms <= measured.backward_ms
     assert measured.host_forward_ms is not None and measured.host_forward_ms > 0
     assert OUTSIDE_S * 1e3 <= measured.outside_ms < OUTSIDE_S * 1e3 + 50, measured
-    assert first.measured.step_as_run_ms == pytest.approx(
+    assert first_record.measured.step_as_run_ms == pytest.approx(
         first.prediction.step_ms - first.prediction.between_ms + measured.between_ms + measured.outside_ms
     )
-    if first.measured.within():
+    if first_record.measured.within():
         assert len(backend.records) == 1
     else:
-        assert len(backend.records) == 2 and backend.plans[1].calibration is not None
-        assert backend.plans[1].measured is not None and backend.plans[1].measured.measured.of_calls == MEASURED
+        assert len(backend.records) == 2 and backend.records[1].calibration is not None
+        assert backend.records[1].measured is not None and backend.records[1].measured.measured.of_calls == MEASURED
     want, _ = run("inductor")
     # fp32 on the device: the copies move bytes, the gradients are bit-identical.
     for name in want:
@@ -1771,8 +1805,9 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     backend = offload_pass.make_backend(mode="auto", max_overhead=0.05, min_bytes=0)
     grads, _, ran = run(backend)
     first = backend.plans[0]
-    check = first.measured
-    assert check is not None and check.plain is not None, str(first)
+    first_record = backend.records[0]
+    check = first_record.measured
+    assert check is not None and check.plain is not None, str(first_record)
     plain = check.plain
     assert plain.of_calls == PLAIN_MEASURED and check.measured.of_calls == MEASURED_BESIDE_PLAIN
     assert plain.forward_wait_ms == plain.backward_wait_ms == 0.0 and plain.work_ms > 0
@@ -1781,7 +1816,7 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
     assert check.pair_ratios == pytest.approx(pairs) and len(pairs) == len(PLAIN_MEASURED)
     assert check.measured_overhead == pytest.approx(statistics.median(pairs) - 1)
     assert plain.call in PLAIN_MEASURED
-    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 4, 10, 12, 18)" in str(first)
+    assert f"plain Inductor's graph measured on call {plain.call} (the median of calls 4, 10, 12, 18)" in str(first_record)
     want, exact, _ = run("inductor")
     # Plain Inductor's own distance from the exact gradients, per parameter
     # (every step computes the same gradients: nothing updates the weights).
@@ -1797,7 +1832,10 @@ def test_auto_runs_plain_inductor_measured_on_the_device():
             apart = (got[name] - expected[name]).abs().max().item()
             if apart > (rounding[name] if with_copies else 0.0):
                 differ.append((step, name, apart, rounding[name]))
-    plans = [(p.graph_id, p.replan_reason, len(p.groups), p.offloaded_bytes, p.fallback) for p in backend.plans]
+    plans = [
+        (r.plan.graph_id, r.replan_reason, len(r.plan.groups), r.plan.offloaded_bytes, r.fallback)
+        for r in backend.records
+    ]
     assert not differ, (sorted({step for step, *_ in differ}), differ[:6], plans)
 
 
@@ -1813,7 +1851,7 @@ def test_a_graph_of_dynamic_sizes_is_measured_never_planned_again(device_measure
             model.zero_grad(set_to_none=True)
             compiled(*inputs).backward()
     assert len(backend.records) == 1
-    assert backend.plans[0].measured is not None and not backend.plans[0].measured.within()
+    assert backend.records[0].measured is not None and not backend.records[0].measured.within()
     assert "graph 0 not planned again (prediction): its inputs have dynamic sizes" in caplog.text
 
 
@@ -1836,8 +1874,8 @@ def test_a_re_plan_that_fails_keeps_the_first_plan(device_measured, monkeypatch,
             compiled(*INPUTS).backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert "graph 0 could not be planned again (RuntimeError: no second compile today); it keeps its plan" in caplog.text
-    assert len(backend.records) == 1 and backend.plans[0].measured is not None
-    assert backend.plans[0].measured.measured_overhead <= 0.31 and backend.plans[0].fallback is None
+    assert len(backend.records) == 1 and backend.records[0].measured is not None
+    assert backend.records[0].measured.measured_overhead <= 0.31 and backend.records[0].fallback is None
     _assert_plain_inductors(grads, steps=CHECKED)
 
 

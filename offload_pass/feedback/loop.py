@@ -59,7 +59,15 @@ class MeasuredGraph(Replanning, CompiledGraph):
         self._plans: list[tuple[int, Callable]] = [(plan_index, compiled)]
 
     def _plan(self, index: Optional[int] = None) -> Any:
-        return self.host.plans()[self.plan_index if index is None else index]
+        return self._record(index).plan
+
+    def _record(self, index: Optional[int] = None) -> Any:
+        """The compile record of the plan running now, or of record ``index``."""
+        return self.host.records()[self.plan_index if index is None else index]
+
+    def _note(self, index: int, **facts: Any) -> None:
+        """Set what the loop learned of record ``index`` (``CompileRecord``'s fields)."""
+        self.host.record_facts(index, **facts)
 
     def _run(self, args: tuple, kwargs: dict) -> tuple[Any, bool]:
         settled = torch._C._current_graph_task_id() == -1 and torch.is_grad_enabled()
@@ -122,7 +130,7 @@ class MeasuredGraph(Replanning, CompiledGraph):
         turn = self.calls - schedule.first_plain_call()
         if (
             not self._plain_warm or not 0 <= turn < schedule.turn_calls() or not schedule.runs_plain_in_turn(turn)
-            or plan.measured is not None or plan.prediction is None
+            or self._record().measured is not None or plan.prediction is None
         ):
             return False
         return self._room_for_plain(plan) if turn == 0 else not self.plain_not_measured
@@ -163,7 +171,7 @@ class MeasuredGraph(Replanning, CompiledGraph):
             due = not plain and self.calls >= schedule.FIRST_MEASURED_CALL
         if (
             self.replan is None or self.measurement is not None or not due or self.plan_index is None
-            or self._plan().measured is not None or self._plan().prediction is None
+            or self._record().measured is not None or self._plan().prediction is None
         ):
             return False
         alone = self.host.steps.ran_alone(self.plan_index)

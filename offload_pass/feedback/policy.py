@@ -155,7 +155,7 @@ class Fallback:
     """What a graph runs in place of a plan measured over max_overhead (``choose_fallback``)."""
 
     plan: Optional[int]  # the index (into ``plans``) of the earlier plan run instead; None: plain Inductor's graph
-    reason: str  # why, with the figures: what ``OffloadPlan.fallback`` prints
+    reason: str  # why, with the figures: what ``CompileRecord.fallback`` prints
 
     @property
     def plain(self) -> bool:

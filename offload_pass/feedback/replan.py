@@ -50,11 +50,11 @@ def _allows_alike(plan: Any, calibration: Calibration) -> bool:
     return abs(allowed - (plan.overhead_allowed or plan.max_overhead)) <= 1e-3
 
 
-def _peak(plan: Any) -> Optional[int]:
-    """A plan's peak: measured where it was, else predicted."""
-    if plan.measured is not None:
-        return plan.measured.peak
-    return None if plan.prediction is None else plan.prediction.peak
+def _peak(record: Any) -> Optional[int]:
+    """A compile record's peak: measured where it was, else its plan's predicted."""
+    if record.measured is not None:
+        return record.measured.peak
+    return None if record.plan.prediction is None else record.plan.prediction.peak
 
 
 def _frees_by_design(plan: Any) -> bool:
@@ -62,9 +62,8 @@ def _frees_by_design(plan: Any) -> bool:
     return bool(plan.groups) or plan.recompute_level is not None
 
 
-def _frees_more(again: Any, plan: Any) -> bool:
-    """Whether the re-plan ``again`` predicts a lower peak than ``plan`` had."""
-    before = _peak(plan)
+def _frees_more(again: Any, before: Optional[int]) -> bool:
+    """Whether the re-plan ``again`` predicts a lower peak than ``before``, that of the plan it replaces (``_peak``)."""
     return again.prediction is not None and before is not None and again.prediction.peak < before
 
 
@@ -79,7 +78,7 @@ class Replanning:
         where ``policy.replan_reason`` says so, plan once more from this call's inputs."""
         plan = self._plan()
         check = dataclasses.replace(check_prediction(plan.prediction, measured), plain=plain, pair_ratios=ratios)
-        plan.measured = check
+        self._note(self.plan_index, measured=check)
         log.info("offload_pass: %s %s", plan.graph_id, check.describe())
         replan = self.replan
         if replan.key and plan.max_overhead is not None:
@@ -132,8 +131,8 @@ class Replanning:
     def _fit(self, plan: Any, check: PredictionCheck, measured: MeasuredCall, plain: Optional[MeasuredCall]) -> Calibration:
         simulate = self.replan.simulate
         calibration = fit_calibration(
-            check, simulate, f"{plan.graph_id}, {measured.describe_call()}", plan.calibration, plan.baseline,
-            functools.partial(simulate, runtime_ops=False), plan.recompute_level,
+            check, simulate, f"{plan.graph_id}, {measured.describe_call()}", self._record().calibration,
+            plan.baseline, functools.partial(simulate, runtime_ops=False), plan.recompute_level,
         )
         if plain is not None:
             calibration = dataclasses.replace(calibration, plain_work_ms=check.plain_work_ms)
@@ -163,13 +162,14 @@ class Replanning:
         fn, plan_index, simulate = compiled
         replan = self.replan
         again = self._plan(plan_index)
-        again.replan_reason = reason
+        self._note(plan_index, replan_reason=reason)
         if replan.key:  # carried only once it compiled: a later first compile has no fallback
             memory.carry(replan.key, calibration, replan.store)
         instead = self._plan_instead(again, plan, reason)
         if instead is not None:
-            index, compiled_before, again.fallback = instead
-            log.info("offload_pass: %s %s", again.graph_id, again.fallback)
+            index, compiled_before, fallback = instead
+            self._note(plan_index, fallback=fallback)
+            log.info("offload_pass: %s %s", again.graph_id, fallback)
             self.replan = dataclasses.replace(replan, compile=None, simulate=None)
             self.compiled, self.plan_index, self.graph_id = compiled_before, index, f"graph {index}"
             return
@@ -191,14 +191,15 @@ class Replanning:
             index, compiled = earlier
             return index, compiled, (
                 f"planned again with the copies graph {index} ran, measured "
-                f"{self._plan(index).measured.measured_overhead:+.1%} against plain Inductor's graph, "
+                f"{self._record(index).measured.measured_overhead:+.1%} against plain Inductor's graph, "
                 f"within max_overhead: runs graph {index}'s plan instead of measuring them again"
             )
-        if reason == ReplanReason.ROOM and not _frees_more(again, plan):
+        before = _peak(self._record())
+        if reason == ReplanReason.ROOM and not _frees_more(again, before):
             # Spending the room is worth a plan only for a lower peak: the plan measured within runs on.
             return self.plan_index, self.compiled, (  # type: ignore[return-value]
                 f"planned again for the room under max_overhead, but predicts no lower peak than {plan.graph_id} "
-                f"({format_bytes(again.prediction.peak)} against {format_bytes(_peak(plan) or 0)}): "
+                f"({format_bytes(again.prediction.peak)} against {format_bytes(before or 0)}): "
                 f"runs {plan.graph_id}'s plan instead"
             )
         return None
@@ -211,8 +212,7 @@ class Replanning:
             return None
         copies = memory.copies(again)
         for index, compiled in reversed(self._plans):
-            plan = self._plan(index)
-            check = plan.measured
+            plan, check = self._plan(index), self._record(index).measured
             if (
                 check is not None and check.measured_overhead is not None
                 and check.measured_overhead <= again.max_overhead and check.within()
@@ -230,12 +230,15 @@ class Replanning:
             return False
         plain_runs = self.plain is not None and plain is not None
         fallback = choose_fallback(
-            [(p.graph_id, p.measured, _frees_by_design(p)) for p in (self._plan(i) for i, _ in self._plans)],
+            [
+                (r.plan.graph_id, r.measured, _frees_by_design(r.plan))
+                for r in (self._record(i) for i, _ in self._plans)
+            ],
             plan.max_overhead, plain_runs,
         )
         if fallback is None:
             return False
-        plan.fallback = fallback.reason
+        self._note(self.plan_index, fallback=fallback.reason)
         if fallback.plain:
             check = check_prediction(plan.baseline, plain)  # type: ignore[arg-type]
             index, compiled = self.replan.record_plain(self.plan_index, fallback.reason, check), self.plain

@@ -308,7 +308,6 @@ def predict_after(state: PassState, ctx: PassContext) -> PassState:
     made.budget = state.budget
     made.max_overhead = config.max_overhead if config.mode == Mode.AUTO else None
     made.overhead_allowed = state.allowed
-    made.calibration = ctx.calibration
     if state.times is not None:
         made.baseline = _reference(state, ctx)
         made.prediction = predict_step(

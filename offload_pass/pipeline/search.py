@@ -27,6 +27,7 @@ from offload_pass.pipeline.passes import (
     Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes, with_host_limit,
 )
 from offload_pass.planning.blocks import BlockCut, Blocks, find_blocks
+from offload_pass.planning.calibration import Calibration
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
     saved_again_above, search_goes_on,
@@ -75,7 +76,7 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
-    kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks)
+    kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration)
     return dataclasses.replace(kept, recompute_tried=True)
 
 
@@ -240,7 +241,7 @@ def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Bloc
 
 def recompute_for_budget(
     first: PassState, run: Run, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None,
-    blocks: Optional[Blocks] = None,
+    blocks: Optional[Blocks] = None, calibration: Optional[Calibration] = None,
 ) -> PassState:
     """mode="budget": partition again under ``RECOMPUTE_LEVELS`` (less
     ``skip``, a re-plan's levels out of reach before; where no level tried
@@ -249,7 +250,8 @@ def recompute_for_budget(
     one the step simulator predicts fastest within the budget
     (``choose_trial``). ``run(request, seen)``: the attempt passes. The
     tensors the kept partition recomputes enter its plan as ``recompute``;
-    every trial, the plan's ``recompute_trials``."""
+    every trial, the plan's ``recompute_trials``. ``calibration``: the one
+    this compile plans under, whose offsets move the skipped levels' peaks."""
     seen = {frozenset(t.name for t in first.saved)}
     attempts = _partition_levels(first, run, budget, {t.level for t in skip}, inputs_bytes, seen)
     skipped = {t.level for t in skip}
@@ -262,7 +264,6 @@ def recompute_for_budget(
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.
         lowest = min(a.plan.prediction.peak for a in attempts)
-        calibration = first.plan.calibration
         retried = levels_to_retry(skip, lowest, (lambda level: 0) if calibration is None else calibration.offset_for)
         for trial in retried:
             attempt = _partition_logged(first, run, trial.level, seen)

@@ -126,13 +126,12 @@ class OffloadPlan:
     saved_for_recompute: tuple[str, ...] = ()
     recompute_trials: tuple[Trial, ...] = ()
     recompute_skipped: tuple[Trial, ...] = ()
-    # On CUDA: the step simulator's prediction against the median of
-    # measured calls of this graph, and the calibration this plan was
-    # planned under (None: planned from the estimates and measured kernels;
-    # ``carried``: the scales an earlier compile of the same graph fitted).
+    # Not the plan's: what the feedback loop measured and why it planned
+    # again are the CompileRecord's (reporting/compile_record.py), which
+    # prints them; nothing reads them here (plan.plain_inductor_plan names them).
     measured: Optional[Described] = None
     calibration: Optional[PlannedUnder] = None
-    replan_reason: Optional[ReplanReason] = None  # why it was planned again (with ``calibration``)
+    replan_reason: Optional[ReplanReason] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
@@ -142,9 +141,7 @@ class OffloadPlan:
     # same graph again. None: not counted (a plan built elsewhere than
     # plan_saved_tensors), which forbids nothing.
     candidates: Optional[int] = None
-    # mode="auto" on CUDA: measured over max_overhead and not planned again,
-    # what the graph runs instead and why; None: it runs this plan.
-    fallback: Optional[str] = None
+    fallback: Optional[str] = None  # the CompileRecord's, as ``measured``
     # The modules with an op in the forward graph (saved_set.traced_modules):
     # the step report tells a marked module that ran inside this graph and
     # saved nothing from one Dynamo ran outside the compiled graphs.

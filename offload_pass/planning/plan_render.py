@@ -1,12 +1,14 @@
 """The plan in words: the table of saved values and the summary under it.
 
-Takes: an ``OffloadPlan`` (read through its attributes only, so this module
-imports no plan module). Gives ``plan_text(plan)``, what ``str(plan)``
-prints: one row per saved value the plan decides about (decision and
-reason), the graph inputs (parameters and other inputs, never offloaded)
-folded into one line of counts and bytes, then what was offloaded, kept and
-recomputed, the host pool, the selection, the predicted peak and step, and
-how the plan was calibrated and measured; and ``plan_unit(plan)``, the one
+Takes: an ``OffloadPlan``, or the ``CompileRecord`` holding one (read
+through their attributes only, so this module imports no plan or record
+module). Gives ``plan_text(plan)``, what ``str(plan)`` prints: one row per
+saved value the plan decides about (decision and reason), the graph inputs
+(parameters and other inputs, never offloaded) folded into one line of
+counts and bytes, then what was offloaded, kept and recomputed, the host
+pool, the selection, the predicted peak and step; ``record_text(record)``,
+what ``str(record)`` prints: that text, then how the plan was calibrated
+and measured and what runs in its place; and ``plan_unit(plan)``, the one
 unit every byte figure of the text is in (that of its largest figure).
 """
 
@@ -19,7 +21,7 @@ from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.byte_unit import ByteUnit, unit_for
 from offload_pass.planning.reasons import Reason
 
-__all__ = ["FOLDED", "plan_text", "plan_unit"]
+__all__ = ["FOLDED", "plan_text", "plan_unit", "record_text"]
 
 _HEADER = ("saved", "op", "module", "role", "shape", "dtype", "{unit}", "decision", "reason")
 
@@ -103,14 +105,28 @@ def _summary(plan, unit: ByteUnit) -> list[str]:
         lines.append(plan.selection)
     if plan.baseline is not None and plan.prediction is not None:
         lines.extend(_prediction_lines(plan, unit))
-    if plan.calibration is not None and plan.calibration.carried:
-        lines.append(f"planned under the calibration of an earlier compile, {plan.calibration.describe()}")
-    elif plan.calibration is not None:
-        lines.append(f"planned again{_replanned_because(plan.replan_reason)}, {plan.calibration.describe()}")
-    if plan.measured is not None:
-        lines.append(plan.measured.describe())
-    if plan.fallback is not None:
-        lines.append(f"not run: {plan.fallback}")
+    return lines
+
+
+def record_text(record) -> str:
+    """``record`` (a ``reporting.compile_record.CompileRecord``) as its
+    plan's text (``plan_text``) with the feedback loop's lines under the
+    summary: the calibration it was planned under and why it was planned
+    again, the prediction checked against measured calls, what runs in
+    its place."""
+    return "\n".join([plan_text(record.plan), *_feedback_lines(record)])
+
+
+def _feedback_lines(record) -> list[str]:
+    lines = []
+    if record.calibration is not None and record.calibration.carried:
+        lines.append(f"planned under the calibration of an earlier compile, {record.calibration.describe()}")
+    elif record.calibration is not None:
+        lines.append(f"planned again{_replanned_because(record.replan_reason)}, {record.calibration.describe()}")
+    if record.measured is not None:
+        lines.append(record.measured.describe())
+    if record.fallback is not None:
+        lines.append(f"not run: {record.fallback}")
     return lines
 
 

@@ -1,13 +1,20 @@
 """What the backend did for one forward/backward pair it compiled.
 
-Takes: what the compile pipeline produced for one compile. Gives: a
-``CompileRecord``: the plan (whose ``baseline`` / ``prediction`` are the step
-simulator's figures), the memory timelines before and after the rewrite,
-the search passes' notes (``pipeline/notes.py``: codes with their figures),
-the names of the passes that changed the graphs, in order, and the graph
-texts (``GraphTexts``) when the backend was asked to keep them
-(``OffloadBackend(keep_graphs=True)``): the texts are as large as the graphs
-and a long run compiles many, so they are not kept by default.
+Takes: what the compile pipeline produced for one compile, and what the
+feedback loop (``offload_pass/feedback``) learned of it afterwards. Gives: a
+``CompileRecord``: the plan (the decisions, their schedule and the step
+simulator's ``baseline`` / ``prediction``), the memory timelines before and
+after the rewrite, the search passes' notes (``pipeline/notes.py``: codes
+with their figures), the names of the passes that changed the graphs, in
+order, the graph texts (``GraphTexts``) when the backend was asked to keep
+them (``OffloadBackend(keep_graphs=True)``: the texts are as large as the
+graphs and a long run compiles many, so they are not kept by default), and
+on CUDA the feedback loop's facts: the calibration the plan was planned
+under, why it was planned again, the prediction checked against measured
+calls, and what runs in place of the plan. A plan holds only what was
+decided and predicted; these facts come after it, so they live here.
+``str(record)`` is the plan's text with the facts' lines under it
+(``plan_render.record_text``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from offload_pass.enums import ReplanReason
+from offload_pass.planning import plan_render
+from offload_pass.planning.offload_plan import Described, PlannedUnder
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.planning.timeline import Timeline
 
@@ -41,6 +51,18 @@ class CompileRecord:
     graph_texts: Optional[GraphTexts] = None
     notes: tuple = ()  # pipeline.notes.SelectionNote of each search pass that changed the selection
     made_by: tuple[str, ...] = ()  # the passes that changed the graphs, in order
+    # The calibration the plan was planned under (planning.calibration.Calibration;
+    # None: planned from the estimates and measured kernels; ``carried``: the
+    # scales an earlier compile of the same graph fitted).
+    calibration: Optional[PlannedUnder] = None
+    # Why the plan was planned again (with ``calibration``); None: a first plan.
+    replan_reason: Optional[ReplanReason] = None
+    # On CUDA: the step simulator's prediction against the median of measured
+    # calls of this graph (feedback.check.PredictionCheck); None: not measured.
+    measured: Optional[Described] = None
+    # mode="auto" on CUDA: measured over max_overhead and not planned again,
+    # what the graph runs instead and why; None: it runs this plan.
+    fallback: Optional[str] = None
 
     @property
     def graphs(self) -> GraphTexts:
@@ -51,3 +73,6 @@ class CompileRecord:
                 "OffloadBackend(keep_graphs=True) or make_backend(keep_graphs=True) to keep them"
             )
         return self.graph_texts
+
+    def __str__(self) -> str:
+        return plan_render.record_text(self)
