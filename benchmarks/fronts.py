@@ -103,6 +103,7 @@ def _point_of(state, job: Job) -> dict:
     point = {
         "planner": job.planner, "budget": job.budget, "graph": plan.graph_id,
         "peak": plan.prediction.peak, "step_ms": plan.prediction.step_ms,
+        "forward_ms": plan.prediction.forward_ms, "backward_ms": plan.prediction.backward_ms,
         "own_baseline_peak": plan.baseline.peak, "own_baseline_step_ms": plan.baseline.step_ms,
         "level": None if plan.recompute_level is None else str(plan.recompute_level),
         "offloaded_bytes": plan.offloaded_bytes, "copies": len(plan.groups),
