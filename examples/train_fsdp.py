@@ -143,7 +143,7 @@ def train(args, device: torch.device, rank: int, offload: bool) -> dict:
         "offloaded_tensors": sum(len(p.offloaded) for p in backend.plans) if offload else 0,
     }
     if offload and args.show_plan and rank == 0 and backend.plans:
-        print(backend.plans[0], flush=True)
+        print(backend.records[0], flush=True)
     del model, wrapped, compiled, optimizer
     gc.collect()
     if not on_cpu:

@@ -242,7 +242,7 @@ class OffloadBackend:
         compile, nothing offloaded (``plan.plain_inductor_plan``). Returns
         its index."""
         record = self.records[plan_index]
-        plan = plain_inductor_plan(record.plan, f"graph {len(self.records)}", fallback, measured)
+        plan = plain_inductor_plan(record.plan, f"graph {len(self.records)}", fallback)
         self._record(CompileRecord(plan, record.timeline_before, record.timeline_before, measured=measured))
         return len(self.records) - 1
 

@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     torch._dynamo.reset()
     ref_loss, ref_grads, ref_peak = _step(reference, "inductor", x)
 
-    plan = backend.plans[-1]
-    graphs = backend.records[-1].graphs
+    record = backend.records[-1]
+    plan, graphs = record.plan, record.graphs
     print()
-    print(plan)
+    print(record)
     print()
     print(offload_pass.graph_diff(graphs.forward_before, graphs.forward, "forward"))
     print(offload_pass.graph_diff(graphs.backward_before, graphs.backward, "backward"))

@@ -137,11 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         print("explain: nothing was compiled with gradients (no backward graph, so no plan)")
         return 1
     for record in backend.records:
-        plan = record.plan
-        print(plan)
+        print(record)  # the plan, and what the feedback loop measured of it
         print()
         if record.graph_texts is not None:
-            _print_graphs(plan.graph_id, record.graph_texts, args.graphs)
+            _print_graphs(record.plan.graph_id, record.graph_texts, args.graphs)
     print(backend.last_step())
     return 0
 

@@ -11,9 +11,9 @@ the reason names), ``OffloadGroup`` (one copy to host) and ``OffloadPlan``
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Protocol
+from typing import Optional
 
-from offload_pass.enums import CopyKind, Decision, ReplanReason
+from offload_pass.enums import CopyKind, Decision
 from offload_pass.planning import plan_render
 from offload_pass.planning.notes import SelectionNote, selection_text
 from offload_pass.planning.reasons import Detail, Reason, sentence
@@ -21,19 +21,6 @@ from offload_pass.planning.step_model import StepPrediction
 from offload_pass.planning.trial import Trial
 
 __all__ = ["OffloadGroup", "OffloadPlan", "PlanEntry"]
-
-
-class Described(Protocol):
-    """A measurement check on the plan: the plan prints its sentence."""
-
-    def describe(self) -> str: ...
-
-
-class PlannedUnder(Described, Protocol):
-    """The calibration a plan was planned under: the plan prints its
-    sentence, and whether an earlier compile fitted it (``carried``)."""
-
-    carried: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,12 +113,6 @@ class OffloadPlan:
     saved_for_recompute: tuple[str, ...] = ()
     recompute_trials: tuple[Trial, ...] = ()
     recompute_skipped: tuple[Trial, ...] = ()
-    # Not the plan's: what the feedback loop measured and why it planned
-    # again are the CompileRecord's (reporting/compile_record.py), which
-    # prints them; nothing reads them here (plan.plain_inductor_plan names them).
-    measured: Optional[Described] = None
-    calibration: Optional[PlannedUnder] = None
-    replan_reason: Optional[ReplanReason] = None
     # Set by the rewrite: (bytes, slots) of the host buffer the copies of one
     # call are laid out in (copies of symbolic size are allocated apart).
     host_pool: Optional[tuple[int, int]] = None
@@ -141,7 +122,6 @@ class OffloadPlan:
     # same graph again. None: not counted (a plan built elsewhere than
     # plan_saved_tensors), which forbids nothing.
     candidates: Optional[int] = None
-    fallback: Optional[str] = None  # the CompileRecord's, as ``measured``
     # The modules with an op in the forward graph (saved_set.traced_modules):
     # the step report tells a marked module that ran inside this graph and
     # saved nothing from one Dynamo ran outside the compiled graphs.

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 from offload_pass.config import OffloadConfig
 from offload_pass.enums import CopyKind, Decision, Mode, NoteCode, SavedKind
 from offload_pass.planning.notes import note
-from offload_pass.planning.offload_plan import Described, OffloadGroup, OffloadPlan, PlanEntry
+from offload_pass.planning.offload_plan import OffloadGroup, OffloadPlan, PlanEntry
 from offload_pass.planning.reasons import Detail, Reason, detail, sentence
 from offload_pass.planning.saved_set import SavedTensor
 
@@ -50,11 +50,10 @@ COLLECTIVE_NAMESPACES = frozenset(
 Verdict = tuple[bool, Reason, Detail]
 
 
-def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str, measured: Described) -> OffloadPlan:
+def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str) -> OffloadPlan:
     """The plan of plain Inductor's compile of ``plan``'s graph, which
     mode="auto" falls back to (``fallback``: why): every entry kept (none
-    offloaded, none recomputed), the step without offload as predicted,
-    and ``measured``, plain Inductor's graph measured against it."""
+    offloaded, none recomputed), the step without offload as predicted."""
     entries = [
         e if e.decision == Decision.KEEP
         else dataclasses.replace(e, decision=Decision.KEEP, code=Reason.PLAIN_FALLBACK, detail=())
@@ -64,8 +63,7 @@ def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str, measure
         plan, graph_id=graph_id, entries=entries, groups=[], prediction=plan.baseline,
         ideal_peak=None, reload_headroom=0, release_after={}, reload_before={},
         notes=(note(NoteCode.FALLBACK, graph=plan.graph_id, why=fallback),), recompute_level=None,
-        saved_for_recompute=(), recompute_trials=(), recompute_skipped=(), measured=measured, calibration=None,
-        replan_reason=None, host_pool=None, fallback=None,
+        saved_for_recompute=(), recompute_trials=(), recompute_skipped=(), host_pool=None,
     )
 
 

@@ -20,15 +20,27 @@ decided and predicted; these facts come after it, so they live here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Protocol
 
 from offload_pass.enums import ReplanReason
 from offload_pass.planning import plan_render
-from offload_pass.planning.offload_plan import Described, PlannedUnder
 from offload_pass.planning.plan import OffloadPlan
 from offload_pass.planning.timeline import Timeline
 
 __all__ = ["CompileRecord", "GraphTexts"]
+
+
+class Described(Protocol):
+    """A measurement check on the plan (feedback.check.PredictionCheck): the record prints its sentence."""
+
+    def describe(self) -> str: ...
+
+
+class PlannedUnder(Described, Protocol):
+    """The calibration a plan was planned under (planning.calibration.Calibration):
+    the record prints its sentence, and whether an earlier compile fitted it (``carried``)."""
+
+    carried: bool
 
 
 @dataclasses.dataclass(frozen=True)
