@@ -140,3 +140,52 @@ def test_causal_attention_estimated_faster():
     full, causal = attention_ms(False), attention_ms(True)
     launch = profile.launch_us / 1e3
     assert (causal - launch) / (full - launch) == pytest.approx(513 / 1024, rel=1e-9)
+
+
+def test_an_rng_wrapper_is_priced_as_the_op_it_runs():
+    # PyTorch's partitioner wraps the random ops it recomputes (fused
+    # attention among them) in run_and_save_rng_state / run_with_rng_state:
+    # each is priced as the attention it runs, in the forward and in the
+    # recompute alike.
+    import dataclasses
+
+    import offload_pass.offline.planner as planner
+    from offload_pass.config import OffloadConfig
+    from offload_pass.examples.models import llama_shape
+    from offload_pass.offline import plan_offline
+    from offload_pass.pipeline.passes import PlanRequest, run_attempt
+    from offload_pass.planning.blocks import BlockCut, find_blocks
+    from offload_pass.planning.cost_model import estimate_node_ms
+    from offload_pass.planning.profiles import named_profile
+
+    got = {}
+
+    def attempts(ctx):
+        of = len(find_blocks(ctx.joint.graph))
+        got["plain"] = run_attempt(dataclasses.replace(ctx, request=PlanRequest()))
+        got["cut"] = run_attempt(dataclasses.replace(ctx, request=PlanRequest(level=BlockCut(of, of)), seen=set()))
+        return got["cut"]
+
+    original = planner.run_pipeline
+    planner.run_pipeline = attempts
+    try:
+        model, inputs = llama_shape(2048, 2, 256, 4, 2, 512, 256)
+        plan_offline(model, (), inputs, config=OffloadConfig(), device_profile="h200")
+    finally:
+        planner.run_pipeline = original
+    profile = named_profile("h200")
+
+    def priced(state, phase):
+        gm = state.fw_gm if phase == "fw" else state.bw_gm
+        return {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
+
+    attention = priced(got["plain"], "fw")["_scaled_dot_product_flash_attention_for_cpu"]
+    assert attention > 1e-3
+    forward, backward = priced(got["cut"], "fw"), priced(got["cut"], "bw")
+    wrapped = [ms for name, ms in forward.items() if name.startswith("run_and_save_rng_state")]
+    recomputed = [ms for name, ms in backward.items() if name.startswith("run_with_rng_state")]
+    assert len(wrapped) == len(recomputed) == 2
+    # The same kernel (the recompute also reads the saved random state: a few bytes more).
+    assert all(ms == pytest.approx(attention, rel=1e-3) for ms in wrapped + recomputed), (attention, wrapped, recomputed)
+    # The cut recomputes the forward: its predicted step is above the one without recompute.
+    assert got["cut"].plan.prediction.step_ms > got["plain"].plan.prediction.step_ms
