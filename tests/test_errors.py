@@ -113,6 +113,10 @@ def test_disabled_pass_plans_without_rewrite(model):
     graphs = backend.records[-1].graphs
     assert graphs.forward == graphs.forward_before
     assert "(rewrite disabled)" in str(plan)
+    # Nothing was copied: the step says so rather than counting the plan's copies.
+    step = backend.last_step()
+    assert step.offloaded_bytes == 0 and step.offloaded_tensors == 0 and step.by_module() == []
+    assert f"{plan.graph_id}: rewrite disabled, nothing copied (2 planned for offload)" in str(step), str(step)
 
 
 def test_patterns_never_match_the_root(model):

@@ -54,13 +54,19 @@ class StepReport:
     plain_inductor: tuple[tuple[OffloadPlan, int], ...] = ()
 
     @property
+    def _copied(self) -> tuple[tuple[OffloadPlan, int], ...]:
+        """The graphs whose copies ran: a plan recorded with the rewrite
+        disabled ("offload" in disabled_passes) copied nothing."""
+        return tuple((plan, calls) for plan, calls in self.graphs if plan.rewritten)
+
+    @property
     def offloaded_bytes(self) -> int:
         """Bytes copied to host memory in the step (each copy once per call)."""
-        return sum(plan.offloaded_bytes * calls for plan, calls in self.graphs)
+        return sum(plan.offloaded_bytes * calls for plan, calls in self._copied)
 
     @property
     def offloaded_tensors(self) -> int:
-        return sum(len(plan.offloaded) * calls for plan, calls in self.graphs)
+        return sum(len(plan.offloaded) * calls for plan, calls in self._copied)
 
     @property
     def kept_without_gain(self) -> int:
@@ -71,7 +77,7 @@ class StepReport:
         the marked model's root), largest first."""
         tensors: Counter = Counter()
         nbytes: Counter = Counter()
-        for plan, calls in self.graphs:
+        for plan, calls in self._copied:
             for entry in plan.entries:
                 if entry.decision == Decision.OFFLOAD:
                     tensors[entry.module] += calls
@@ -91,6 +97,10 @@ class StepReport:
         ]
         for plan, calls in self.graphs:
             times = f" x{calls}" if calls > 1 else ""
+            if not plan.rewritten:
+                lines.append(f"  {plan.graph_id}{times}: rewrite disabled, nothing copied "
+                             f"({len(plan.offloaded)} planned for offload)")
+                continue
             lines.append(
                 f"  {plan.graph_id}{times}: {len(plan.offloaded)} offloaded "
                 f"({unit(plan.offloaded_bytes)}), {len(plan.entries) - len(plan.offloaded)} kept"
