@@ -640,7 +640,11 @@ def run_variant(name: str, args: argparse.Namespace, x: torch.Tensor, kept: Opti
         result["calibrations"] = [
             f"{r.plan.graph_id}: {r.calibration.describe()}" for r in backend.records if r.calibration
         ]
-        result["recompute_level"] = [p.recompute_level for p, _ in backend.last_step().graphs]
+        # A level (float, None) as it is; a block cut (planning.blocks.BlockCut) as it reads.
+        result["recompute_level"] = [
+            p.recompute_level if p.recompute_level is None or isinstance(p.recompute_level, float)
+            else format(p.recompute_level) for p, _ in backend.last_step().graphs
+        ]
         graphs = backend.last_step().graphs
         result["recomputed_mib"] = sum(p.recomputed_bytes * calls for p, calls in graphs) / 2**20
         # What the recompute starts from, newly saved: the saved bytes fall by recomputed_mib less this.

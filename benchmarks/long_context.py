@@ -344,7 +344,10 @@ def plan_figures(backend) -> dict:
         "plans": len(backend.plans),
         "offloaded_bytes": report.offloaded_bytes,
         "host_pool_bytes": sum(p.host_pool[0] * calls for p, calls in graphs if p.host_pool),
-        "recompute_level": [p.recompute_level for p, _ in graphs],
+        "recompute_level": [  # a block cut (planning.blocks.BlockCut) as it reads
+            p.recompute_level if p.recompute_level is None or isinstance(p.recompute_level, float)
+            else format(p.recompute_level) for p, _ in graphs
+        ],
         "replan_reasons": [str(r.replan_reason) for r in backend.records if r.replan_reason],
     }
     ran = [(p, calls) for p, calls in graphs if p.prediction is not None]
@@ -494,6 +497,19 @@ def _shape(args) -> dict:
     return LLAMA3_8B | {"layers": args.layers}
 
 
+# The grad check's marked variants: marks and config. Beside ours_marked, the
+# pieces a difference is traced to (--grad-variants): attention or MLP alone,
+# and every mark planned but the rewrite off (the partition, no copies).
+_MARKED = ("model.layers.*.self_attn", "model.layers.*.mlp")
+_GRAD_MARKS = {
+    "ours_marked": (_MARKED, {}),
+    "ours_attn": (_MARKED[:1], {}),
+    "ours_mlp": (_MARKED[1:], {}),
+    "ours_no_rewrite": (_MARKED, {"disabled_passes": ("offload",)}),
+}
+GRAD_VARIANTS = ("ours_marked", "ours_budget", *list(_GRAD_MARKS)[1:])
+
+
 def _grad_run(variant: str, shape: dict, seq: int, args) -> tuple[list, Optional[int]]:
     """Loss and adapter gradients of --grad-steps steps (AdamW between them) of
     one variant, fp32, from the same weights and batch: [(loss, {name: grad})], bytes offloaded."""
@@ -503,10 +519,11 @@ def _grad_run(variant: str, shape: dict, seq: int, args) -> tuple[list, Optional
     torch.manual_seed(0)
     model = build_model(shape, seq, torch.float32, args.device, args.chunk)
     backend: object = _plain_inductor()
-    if variant == "ours_marked":
+    if variant in _GRAD_MARKS:
         # Every marked saved tensor moves, however small (as arch_sweep.py): the copies are what is checked.
-        offload_pass.offload_modules(model, "model.layers.*.self_attn", "model.layers.*.mlp")
-        backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False)
+        marks, extra = _GRAD_MARKS[variant]
+        offload_pass.offload_modules(model, *marks)
+        backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, **extra)
     elif variant == "ours_budget":
         backend = offload_pass.make_backend(mode="budget", memory_budget=0.5, min_bytes=0)
     compiled = torch.compile(model, backend=backend)
@@ -538,8 +555,9 @@ def _compare(got: list, want: list) -> dict:
 
 
 def grad_check(args) -> dict:
-    """ours_marked and ours_budget (memory_budget=0.5) against plain Inductor:
-    loss and adapter gradients bit for bit, fp32, deterministic algorithms."""
+    """The ``--grad-variants`` (default ours_marked and ours_budget at
+    memory_budget=0.5) against plain Inductor: loss and adapter gradients
+    bit for bit, fp32, deterministic algorithms."""
     shape = _shape(args) if args.tiny else LLAMA3_8B | {"layers": 2}
     seq = args.seq[0] if args.seq_given else (64 if args.tiny else 1024)
     header = {k: v for k, v in _header(args, shape).items() if k not in ("warmup_steps", "measured_steps")}
@@ -548,7 +566,11 @@ def grad_check(args) -> dict:
     with _deterministic():
         want, _ = _grad_run("inductor", shape, seq, args)
         # On a GPU, plain Inductor against itself too: where it differs, its kernels are not deterministic here.
-        for variant in ("ours_marked", "ours_budget") + (("inductor",) if args.device == "cuda" else ()):
+        chosen = tuple(v for v in args.grad_variants.split(",") if v)
+        unknown = [v for v in chosen if v not in GRAD_VARIANTS]
+        if unknown:
+            raise SystemExit(f"--grad-variants: no variant {', '.join(unknown)}; valid: {', '.join(GRAD_VARIANTS)}")
+        for variant in chosen + (("inductor",) if args.device == "cuda" else ()):
             key = "inductor_vs_itself" if variant == "inductor" else variant
             try:
                 got, offloaded = _grad_run(variant, shape, seq, args)
@@ -718,6 +740,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="ours: host_memory_limit, this fraction of the host memory available at the row's start (0: none)")
     p.add_argument("--grad-check", action="store_true")
     p.add_argument("--grad-steps", type=int, default=2)
+    p.add_argument("--grad-variants", default="ours_marked,ours_budget",
+                   help=f"--grad-check: comma-separated, of {', '.join(GRAD_VARIANTS)}")
     p.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, vocab 256, seq 64, fp32, CPU")
     p.add_argument("--plot", nargs=2, metavar=("RESULTS.json", "OUT.png"))
     p.add_argument("--out", default=None, help="JSON: a list of rows")
