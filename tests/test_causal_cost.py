@@ -5,6 +5,8 @@ with autograd so the real aten ops appear (the CPU's op from
 
 from fractions import Fraction
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -142,11 +144,10 @@ def test_causal_attention_estimated_faster():
     assert (causal - launch) / (full - launch) == pytest.approx(513 / 1024, rel=1e-9)
 
 
-def test_an_rng_wrapper_is_priced_as_the_op_it_runs():
-    # PyTorch's partitioner wraps the random ops it recomputes (fused
-    # attention among them) in run_and_save_rng_state / run_with_rng_state:
-    # each is priced as the attention it runs, in the forward and in the
-    # recompute alike.
+@functools.lru_cache(maxsize=1)
+def _plain_and_cut():
+    """A tiny Llama shape planned offline twice: as configured, and with every
+    block recomputed from its input (its attention in RNG wrappers)."""
     import dataclasses
 
     import offload_pass.offline.planner as planner
@@ -155,8 +156,6 @@ def test_an_rng_wrapper_is_priced_as_the_op_it_runs():
     from offload_pass.offline import plan_offline
     from offload_pass.pipeline.passes import PlanRequest, run_attempt
     from offload_pass.planning.blocks import BlockCut, find_blocks
-    from offload_pass.planning.cost_model import estimate_node_ms
-    from offload_pass.planning.profiles import named_profile
 
     got = {}
 
@@ -173,19 +172,68 @@ def test_an_rng_wrapper_is_priced_as_the_op_it_runs():
         plan_offline(model, (), inputs, config=OffloadConfig(), device_profile="h200")
     finally:
         planner.run_pipeline = original
+    return got["plain"], got["cut"]
+
+
+def test_an_rng_wrapper_is_priced_as_the_op_it_runs():
+    # PyTorch's partitioner wraps the random ops it recomputes (fused
+    # attention among them) in run_and_save_rng_state / run_with_rng_state:
+    # each is priced as the attention it runs, in the forward and in the
+    # recompute alike.
+    from offload_pass.planning.cost_model import estimate_node_ms
+    from offload_pass.planning.profiles import named_profile
+
+    plain, cut = _plain_and_cut()
     profile = named_profile("h200")
 
-    def priced(state, phase):
-        gm = state.fw_gm if phase == "fw" else state.bw_gm
+    def priced(gm):
         return {n.name: ms for n, ms in zip(gm.graph.nodes, estimate_node_ms(gm, profile))}
 
-    attention = priced(got["plain"], "fw")["_scaled_dot_product_flash_attention_for_cpu"]
+    attention = priced(plain.fw_gm)["_scaled_dot_product_flash_attention_for_cpu"]
     assert attention > 1e-3
-    forward, backward = priced(got["cut"], "fw"), priced(got["cut"], "bw")
+    forward, backward = priced(cut.fw_gm), priced(cut.bw_gm)
     wrapped = [ms for name, ms in forward.items() if name.startswith("run_and_save_rng_state")]
     recomputed = [ms for name, ms in backward.items() if name.startswith("run_with_rng_state")]
     assert len(wrapped) == len(recomputed) == 2
     # The same kernel (the recompute also reads the saved random state: a few bytes more).
     assert all(ms == pytest.approx(attention, rel=1e-3) for ms in wrapped + recomputed), (attention, wrapped, recomputed)
     # The cut recomputes the forward: its predicted step is above the one without recompute.
-    assert got["cut"].plan.prediction.step_ms > got["plain"].plan.prediction.step_ms
+    assert cut.plan.prediction.step_ms > plain.plan.prediction.step_ms
+
+
+def test_an_rng_wrapper_is_timed_as_the_op_it_runs(monkeypatch):
+    # On a GPU each extern kernel is timed once per signature: a wrapper is
+    # timed as the op it runs, under that op's signature, so the recompute
+    # and the kernel it repeats read one figure. (The CPU's attention and a
+    # signature that ignores the device stand in for CUDA's here.)
+    from offload_pass.planning import kernel_timing
+    from offload_pass.registry import REGISTRY
+
+    plain, cut = _plain_and_cut()
+    cpu_attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    monkeypatch.setattr(kernel_timing, "MEASURED_OPS", frozenset({cpu_attention}))
+
+    def signature(op):
+        return "|".join([str(op.target)] + [
+            str(tuple(a.meta["val"].shape)) for a in op.args if isinstance(a, torch.fx.Node)
+        ])
+
+    timed = []
+
+    def measure(op):
+        timed.append(signature(op))
+        return kernel_timing.KernelTime(1.0 + len(timed), 0.0)
+
+    monkeypatch.setattr(kernel_timing, "_signature", signature)
+    monkeypatch.setattr(kernel_timing, "_measure", measure)
+    monkeypatch.setattr(REGISTRY, "kernel_times", {})
+    original = kernel_timing._measure_graph(plain.fw_gm)
+    forward = kernel_timing._measure_graph(cut.fw_gm)
+    backward = kernel_timing._measure_graph(cut.bw_gm)
+    assert sorted(original) == ["_scaled_dot_product_flash_attention_for_cpu",
+                                "_scaled_dot_product_flash_attention_for_cpu_1"]
+    wrappers = [n for n in (*forward, *backward) if n.startswith(("run_and_save_rng_state", "run_with_rng_state"))]
+    assert len(wrappers) == 4, (forward, backward)
+    # One measurement per signature: both layers' attention share one, the wrappers reuse it.
+    assert len(timed) == 1, timed
+    assert {t.device_ms for t in (*original.values(), *forward.values(), *backward.values())} == {2.0}

@@ -37,6 +37,7 @@ from offload_pass.registry import REGISTRY
 from offload_pass.views import is_view_node
 from offload_pass.planning.causal_attention import argument, causal_share, is_nested
 from offload_pass.planning.inductor_model import fused_away
+from offload_pass.planning.rng_wrappers import rng_wrapped
 from offload_pass.units import size_hint
 
 __all__ = ["DeviceProfile", "device_profile", "estimate_node_ms"]
@@ -246,60 +247,14 @@ _BSHD = frozenset(
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Wrapped:
-    """The op an RNG wrapper node runs, as ``_flops`` and ``causal_attention``
-    read a node: its target, arguments and output value."""
-
-    target: object
-    args: tuple
-    kwargs: dict
-    meta: dict
-
-
-def _rng_wrapped(node: fx.Node) -> Optional[_Wrapped]:
-    """Where ``node`` is one of PyTorch's RNG wrappers, the op it runs
-    (``run_and_save_rng_state(op, *args)`` in the forward of a recomputed
-    random op, ``run_with_rng_state(state, op, *args)`` in its recompute),
-    with that op's output value computed under the graph's fake mode; None
-    for every other node. The partitioner wraps the ops it recomputes that
-    draw random numbers, fused attention among them (even without dropout):
-    priced as a wrapper, the attention of a recomputed block would cost only
-    the bytes it reads."""
-    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
-
-    if node.target is run_and_save_rng_state:
-        op, args = node.args[0], node.args[1:]
-    elif node.target is run_with_rng_state:
-        op, args = node.args[1], node.args[2:]
-    else:
-        return None
-    return _Wrapped(op, tuple(args), dict(node.kwargs), {"val": _fake_output(op, args, node.kwargs)})
-
-
-def _fake_output(op: object, args: tuple, kwargs: dict) -> object:
-    """``op``'s output over the fake values of ``args`` (None where one has none or the op fails on them)."""
-    from torch._guards import detect_fake_mode
-
-    values = torch.fx.node.map_arg((args, kwargs), lambda n: n.meta.get("val"))
-    fake_mode = detect_fake_mode([v for v in torch.utils._pytree.tree_leaves(values) if isinstance(v, torch.Tensor)])
-    if fake_mode is None:
-        return None
-    try:
-        with fake_mode:
-            return op(*values[0], **values[1])
-    except Exception:  # an op the fake mode cannot run: priced by its inputs' bytes
-        return None
-
-
 def _flops(node: fx.Node) -> int:
     """The FLOPs of ``node`` (0 for ops without a formula; an RNG wrapper
-    counts as the op it runs, ``_rng_wrapped``). Fused causal
+    counts as the op it runs, ``rng_wrappers.rng_wrapped``). Fused causal
     attention skips the pairs above its mask's diagonal: full attention's
     count times ``causal_attention.causal_share`` (1 for other ops)."""
     from torch.utils.flop_counter import flop_registry
 
-    node = _rng_wrapped(node) or node
+    node = rng_wrapped(node) or node
     packet = getattr(node.target, "overloadpacket", None)
     formula = flop_registry.get(packet) or _EXTRA_FLOPS.get(packet)
     if formula is None:
@@ -330,7 +285,7 @@ def estimate_node_ms(gm: fx.GraphModule, profile: DeviceProfile) -> list[float]:
         ):
             times.append(0.0)
             continue
-        val = (_rng_wrapped(node) or node).meta.get("val")
+        val = (rng_wrapped(node) or node).meta.get("val")
         dtype = next(
             (v.dtype for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)),
             torch.float32,

@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 
+from offload_pass.planning.rng_wrappers import rng_wrapped
 from offload_pass.registry import REGISTRY
 
 __all__ = ["MEASURED_OPS", "KernelTime", "measured_kernel_times"]
@@ -70,15 +71,21 @@ def measured_kernel_times(gm: fx.GraphModule) -> dict[str, KernelTime]:
 
 
 def _measure_graph(gm: fx.GraphModule) -> dict[str, KernelTime]:
+    """Each measured op's time by node name; an RNG wrapper timed as the op
+    it runs (``rng_wrappers.rng_wrapped``), sharing that op's signature, so
+    a recomputed kernel and the one it repeats are the same figure."""
     out = {}
     for node in gm.graph.nodes:
-        if node.op != "call_function" or getattr(node.target, "overloadpacket", None) not in MEASURED_OPS:
+        if node.op != "call_function":
             continue
-        key = _signature(node)
+        op = rng_wrapped(node) or node
+        if getattr(op.target, "overloadpacket", None) not in MEASURED_OPS:
+            continue
+        key = _signature(op)
         if key is None:
             continue
         if key not in REGISTRY.kernel_times:
-            REGISTRY.kernel_times[key] = _measure(node)
+            REGISTRY.kernel_times[key] = _measure(op)
         if REGISTRY.kernel_times[key] is not None:
             out[node.name] = REGISTRY.kernel_times[key]
     return out
