@@ -237,3 +237,33 @@ def test_an_rng_wrapper_is_timed_as_the_op_it_runs(monkeypatch):
     # One measurement per signature: both layers' attention share one, the wrappers reuse it.
     assert len(timed) == 1, timed
     assert {t.device_ms for t in (*original.values(), *forward.values(), *backward.values())} == {2.0}
+
+
+def test_the_graphsafe_rng_wrapper_of_one_cuda_device_is_priced_as_its_op():
+    # On one CUDA device PyTorch's partitioner wraps both the forward and the
+    # recompute in graphsafe_run_with_rng_state(op, *args, rng_state=...):
+    # the same node, rewritten so on the CPU's graph, is priced as the op.
+    import copy
+
+    from torch._prims.rng_prims import graphsafe_run_with_rng_state
+
+    from offload_pass.planning.cost_model import estimate_node_ms
+    from offload_pass.planning.profiles import named_profile
+    from offload_pass.planning.rng_wrappers import rng_wrapped
+
+    plain, _ = _plain_and_cut()
+    gm = copy.deepcopy(plain.fw_gm)
+    graph = gm.graph
+    attention = next(n for n in graph.nodes if n.name == "_scaled_dot_product_flash_attention_for_cpu")
+    with graph.inserting_before(next(iter(graph.find_nodes(op="placeholder")))):
+        state = graph.placeholder("fwd_rng_state_0")
+    with graph.inserting_after(attention):
+        wrapped = graph.call_function(
+            graphsafe_run_with_rng_state, (attention.target, *attention.args), {**attention.kwargs, "rng_state": state}
+        )
+    wrapped.meta["val"] = None  # as the partitioner leaves it
+    found = rng_wrapped(wrapped)
+    assert found is not None and found.target is attention.target and found.name == wrapped.name
+    assert "rng_state" not in found.kwargs and found.args == tuple(attention.args)
+    times = {n.name: ms for n, ms in zip(graph.nodes, estimate_node_ms(gm, named_profile("h200")))}
+    assert times[wrapped.name] == pytest.approx(times[attention.name], rel=1e-6)
