@@ -304,8 +304,9 @@ class OffloadBackend:
         self.records.append(record)
         plan = record.plan
         log.info(
-            "offload_pass: %s offloads %d saved tensors (%.1f MiB), keeps %.1f MiB",
-            plan.graph_id, len(plan.offloaded), mib(plan.offloaded_bytes), mib(plan.kept_bytes),
+            "offload_pass: %s %s %d saved tensors (%.1f MiB), keeps %.1f MiB", plan.graph_id,
+            "offloads" if plan.rewritten else "would offload (rewrite disabled)", len(plan.offloaded),
+            mib(plan.offloaded_bytes), mib(plan.kept_bytes),
         )
         if plan.kept_without_gain:
             log.info(

@@ -37,6 +37,35 @@ def test_the_limit_resolves_from_the_config_then_the_host(monkeypatch, given, fo
     assert want.runtime_cap == (want.bytes if want.source == LimitSource.GIVEN else -1)
 
 
+@pytest.mark.parametrize("ranks, want", [(None, 1), ("4", 4), ("0", 1), ("x", 1)])
+def test_the_default_is_split_over_the_ranks_on_this_host(monkeypatch, ranks, want):
+    if ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks)
+    monkeypatch.setattr(host_limit, "host_available_bytes", lambda: 8 * GIB)
+    assert host_limit.local_ranks() == want
+    assert resolve_host_limit(None, True).bytes == int(8 * GIB * HOST_SHARE / want)
+    assert resolve_host_limit(1000, True).bytes == 1000  # a given limit is the user's, whatever the ranks
+
+
+def test_a_replan_keeps_the_limit_its_prior_plan_was_cut_to(monkeypatch):
+    from types import SimpleNamespace
+
+    from offload_pass.config import OffloadConfig
+    from offload_pass.pipeline.passes import PassContext, with_host_limit
+
+    monkeypatch.setattr(host_limit, "host_available_bytes", lambda: 8 * GIB)
+    ctx = PassContext(OffloadConfig(), None, (), {}, "graph 0", "", None, False)
+    first = with_host_limit(ctx).host_limit
+    assert first == HostLimit(int(8 * GIB * HOST_SHARE), LimitSource.DEFAULT, 8 * GIB)
+    # The host reads less once the first plan's copies are pinned: the re-plan keeps the first limit.
+    monkeypatch.setattr(host_limit, "host_available_bytes", lambda: 5 * GIB)
+    replan = PassContext(OffloadConfig(), None, (), {}, "graph 0", "", None, False, prior=SimpleNamespace(host_limit=first))
+    assert with_host_limit(replan).host_limit == first
+    assert with_host_limit(ctx).host_limit.bytes == int(5 * GIB * HOST_SHARE)  # a first compile reads the host
+
+
 def test_this_host_reports_its_available_memory():
     available = host_limit.host_available_bytes()
     assert available is not None and 0 < available
@@ -65,6 +94,7 @@ def test_a_given_limit_keeps_the_latest_copies_and_trains_exactly():
     torch._dynamo.reset()
     capped = _train(limit)
     kept_plan = capped.plans[0]
+    assert kept_plan.host_limit == HostLimit(limit, LimitSource.GIVEN)
     assert kept_plan.offloaded_bytes <= limit
     # Exactly the longest prefix of the forward's copies within the limit goes to the host.
     prefix, total = 0, 0

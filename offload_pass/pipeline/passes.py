@@ -306,6 +306,7 @@ def predict_after(state: PassState, ctx: PassContext) -> PassState:
     made.modules = state.modules
     made.recompute_level = ctx.request.level
     made.budget = state.budget
+    made.host_limit = ctx.host_limit
     made.max_overhead = config.max_overhead if config.mode == Mode.AUTO else None
     made.overhead_allowed = state.allowed
     if state.times is not None:
@@ -330,11 +331,14 @@ ATTEMPT_PASSES: tuple[Pass, ...] = (
 
 def with_host_limit(ctx: PassContext) -> PassContext:
     """``ctx`` with its host memory limit resolved (``host_limit.resolve_host_limit``;
-    a plan for a named device profile is not limited by this host)."""
+    a plan for a named device profile is not limited by this host); a re-plan
+    keeps its prior plan's (this host's memory then counts that plan's
+    pinned copies as used)."""
     if ctx.host_limit is not None:
         return ctx
+    kept = None if ctx.prior is None else ctx.prior.host_limit  # a re-plan: the limit its plan was cut to
     return dataclasses.replace(
-        ctx, host_limit=resolve_host_limit(ctx.config.host_memory_limit, for_this_host=ctx.profile is None)
+        ctx, host_limit=kept or resolve_host_limit(ctx.config.host_memory_limit, for_this_host=ctx.profile is None)
     )
 
 

@@ -34,7 +34,9 @@ from offload_pass.planning.offload_plan import OffloadPlan
 from offload_pass.planning.plan import keep_groups
 from offload_pass.planning.reasons import Reason, detail
 
-__all__ = ["HOST_SHARE", "HostLimit", "LimitSource", "fit_to_host", "host_available_bytes", "resolve_host_limit"]
+__all__ = [
+    "HOST_SHARE", "HostLimit", "LimitSource", "fit_to_host", "host_available_bytes", "local_ranks", "resolve_host_limit",
+]
 
 # The share of the host's available memory a plan may pin by default.
 HOST_SHARE = 0.5
@@ -85,14 +87,25 @@ def host_available_bytes() -> Optional[int]:
 
 def resolve_host_limit(given: Optional[int], for_this_host: bool) -> HostLimit:
     """The limit a compile plans under: ``given`` (the config's), else
-    ``HOST_SHARE`` of this host's available memory, else none (planning for
-    a named device profile, or the available memory unknown)."""
+    ``HOST_SHARE`` of this host's available memory split over the ranks on
+    this host (``local_ranks``), else none (planning for a named device
+    profile, or the available memory unknown)."""
     if given is not None:
         return HostLimit(given, LimitSource.GIVEN)
     available = host_available_bytes() if for_this_host else None
     if available is None:
         return HostLimit(None, LimitSource.NONE)
-    return HostLimit(int(available * HOST_SHARE), LimitSource.DEFAULT, available)
+    return HostLimit(int(available * HOST_SHARE / local_ranks()), LimitSource.DEFAULT, available)
+
+
+def local_ranks() -> int:
+    """The processes training on this host (torchrun's ``LOCAL_WORLD_SIZE``;
+    1 where unset or not a positive int): each takes its share of the default."""
+    try:
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+    return ranks if ranks > 0 else 1
 
 
 def fit_to_host(plan: OffloadPlan, limit: Optional[HostLimit]) -> OffloadPlan:
@@ -108,5 +121,6 @@ def fit_to_host(plan: OffloadPlan, limit: Optional[HostLimit]) -> OffloadPlan:
             break
         kept.add(group.storage)
         total -= group.nbytes
-    values = detail(limit=limit.bytes, source=limit.source, available=limit.available, share=HOST_SHARE)
+    share = limit.bytes / limit.available if limit.available else HOST_SHARE  # this rank's share
+    values = detail(limit=limit.bytes, source=limit.source, available=limit.available, share=share)
     return keep_groups(plan, kept, Reason.HOST_LIMIT, values)

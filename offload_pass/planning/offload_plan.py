@@ -74,6 +74,10 @@ class OffloadPlan:
     entries: list[PlanEntry]
     groups: list[OffloadGroup]
     rewritten: bool = True
+    # The pinned host memory the plan was cut to (host_limit.HostLimit); a
+    # re-plan of the graph keeps it rather than read the host again while
+    # this plan's copies are pinned.
+    host_limit: Optional[object] = None
     # The step simulator's prediction (step_model.predict_step) of the step
     # without offload and of the rewritten one: what every report quotes.
     # Set by the backend; None for a bare plan.
