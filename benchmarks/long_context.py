@@ -210,9 +210,9 @@ def _pt_offload_patches(layers: int) -> tuple[dict, dict, dict]:
 
 def host_limit_bytes(fraction: float) -> Optional[int]:
     """``fraction`` of the host memory available now (/proc/meminfo), or None
-    (no limit: a fraction of 0, or no /proc): ours' host_memory_limit, so a
-    plan that would pin more than the host has keeps tensors on the device
-    instead (with a warning) rather than the process being killed."""
+    (a fraction of 0, or no /proc: the package's default, half of the
+    available memory): ours' host_memory_limit, so a plan that would pin
+    more than the host has keeps tensors on the device instead."""
     if not fraction:
         return None
     try:
@@ -737,7 +737,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--row-timeout", type=int, default=3600, help="--all: seconds per row")
     p.add_argument("--resume", action="store_true", help="--all: keep the rows --out holds, run the others")
     p.add_argument("--host-limit", type=float, default=0.8,
-                   help="ours: host_memory_limit, this fraction of the host memory available at the row's start (0: none)")
+                   help="ours: host_memory_limit, this fraction of the host memory available at the row's start "
+                        "(0: the package's default, half of it)")
     p.add_argument("--grad-check", action="store_true")
     p.add_argument("--grad-steps", type=int, default=2)
     p.add_argument("--grad-variants", default="ours_marked,ours_budget",
