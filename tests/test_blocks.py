@@ -251,3 +251,19 @@ def test_the_deep_cuts_tried_follow_what_offload_alone_reaches(first_peak, deepe
         assert any(count < 8 for count, _ in tried), tried
     else:
         assert tried == want
+
+
+def test_a_deepest_cut_that_saves_a_set_tried_still_tries_attention_kept():
+    from offload_pass.pipeline.search import deep_attempts
+
+    tried = []
+
+    def run(request, seen):
+        cut = request.level
+        tried.append((cut.count, cut.keep_attention))
+        return None if not cut.keep_attention else _fake(40)  # the full cut repeats a set tried before
+
+    attempts = deep_attempts(_fake(130), run, 100, [object()] * 8, set())
+    assert tried == [(8, False), (8, True)]
+    assert [a.plan.prediction.peak for a in attempts] == [40]
+

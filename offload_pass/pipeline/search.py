@@ -228,8 +228,11 @@ def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Bloc
         return []
     of = len(blocks)
     deepest = _partition_logged(first, run, BlockCut(of, of), seen)
-    if deepest is None or deepest.plan.prediction.peak > budget:
-        return [] if deepest is None else [deepest]
+    if deepest is None:  # it saves what a partition tried saved: attention kept may save another set
+        kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
+        return [] if kept is None else [kept]
+    if deepest.plan.prediction.peak > budget:
+        return [deepest]
     attempts = [deepest]
     if first.plan.prediction.peak <= budget:
         kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
