@@ -226,7 +226,7 @@ def predict(state: PassState, ctx: PassContext) -> PassState:
     # Under a profile, a graph traced on the meta device is planned as on
     # the GPU (host copies free device memory); one on real CPU tensors still
     # counts them, else its predicted peak would be 0.
-    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id) and (ctx.profile is None or _has_cpu_tensors(fw_gm))
+    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id) and (ctx.profile is None or _has_tensors_on(fw_gm, "cpu"))
     timeline = simulate_step(fw_gm, bw_gm, count_cpu)
     device = device_of(fw_gm)
     measure = bool(state.plan.groups) or config.mode == Mode.BUDGET
@@ -361,12 +361,14 @@ def simulate(
     )
 
 
-def _has_cpu_tensors(gm: fx.GraphModule) -> bool:
-    return any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cpu" for n in gm.graph.nodes)
+def _has_tensors_on(gm: fx.GraphModule, device_type: str) -> bool:
+    return any(
+        isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == device_type for n in gm.graph.nodes
+    )
 
 
 def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str) -> bool:
-    if any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].device.type == "cuda" for n in fw_gm.graph.nodes):
+    if _has_tensors_on(fw_gm, "cuda"):
         return False
     log.info(
         "offload_pass: %s runs on CPU: the rewrite is the same, the copies run "

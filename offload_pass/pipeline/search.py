@@ -228,15 +228,13 @@ def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Bloc
         return []
     of = len(blocks)
     deepest = _partition_logged(first, run, BlockCut(of, of), seen)
-    if deepest is None:  # it saves what a partition tried saved: attention kept may save another set
-        kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
-        return [] if kept is None else [kept]
-    if deepest.plan.prediction.peak > budget:
+    if deepest is not None and deepest.plan.prediction.peak > budget:
         return [deepest]
-    attempts = [deepest]
-    if first.plan.prediction.peak <= budget:
+    # The deepest cut saving a set tried before (None) may save another with attention kept.
+    if deepest is None or first.plan.prediction.peak <= budget:
         kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
-        return attempts + ([] if kept is None else [kept])
+        return [a for a in (deepest, kept) if a is not None]
+    attempts = [deepest]
     for keep_attention in (False, True):
         attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, deepest)
     return attempts
@@ -256,8 +254,8 @@ def recompute_for_budget(
     every trial, the plan's ``recompute_trials``. ``calibration``: the one
     this compile plans under, whose offsets move the skipped levels' peaks."""
     seen = {frozenset(t.name for t in first.saved)}
-    attempts = _partition_levels(first, run, budget, {t.level for t in skip}, inputs_bytes, seen)
     skipped = {t.level for t in skip}
+    attempts = _partition_levels(first, run, budget, skipped, inputs_bytes, seen)
 
     def unskipped(request: PlanRequest, seen: set) -> Optional[PassState]:
         return None if request.level in skipped else run(request, seen)

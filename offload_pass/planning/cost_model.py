@@ -247,14 +247,13 @@ _BSHD = frozenset(
 )
 
 
-def _flops(node: fx.Node) -> int:
-    """The FLOPs of ``node`` (0 for ops without a formula; an RNG wrapper
-    counts as the op it runs, ``rng_wrappers.rng_wrapped``). Fused causal
+def _flops(node) -> int:
+    """The FLOPs of ``node`` (0 for ops without a formula; an RNG wrapper is
+    handed in as the op it runs, ``rng_wrappers.Wrapped``). Fused causal
     attention skips the pairs above its mask's diagonal: full attention's
     count times ``causal_attention.causal_share`` (1 for other ops)."""
     from torch.utils.flop_counter import flop_registry
 
-    node = rng_wrapped(node) or node
     packet = getattr(node.target, "overloadpacket", None)
     formula = flop_registry.get(packet) or _EXTRA_FLOPS.get(packet)
     if formula is None:
@@ -285,13 +284,14 @@ def estimate_node_ms(gm: fx.GraphModule, profile: DeviceProfile) -> list[float]:
         ):
             times.append(0.0)
             continue
-        val = (rng_wrapped(node) or node).meta.get("val")
+        op = rng_wrapped(node) or node  # a wrapper priced as the op it runs (its output traced once)
+        val = op.meta.get("val")
         dtype = next(
             (v.dtype for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)),
             torch.float32,
         )
         tflops = profile.matmul_tflops.get(str(dtype).replace("torch.", ""), min(profile.matmul_tflops.values()))
         moved = _tensor_bytes(val) + sum(_tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes)
-        ms = max(_flops(node) / (tflops * 1e9), moved / (profile.memory_gbps * 1e6))
+        ms = max(_flops(op) / (tflops * 1e9), moved / (profile.memory_gbps * 1e6))
         times.append(ms + profile.launch_us / 1e3)
     return times

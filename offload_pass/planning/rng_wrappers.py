@@ -4,8 +4,9 @@ Takes: an fx node. Gives ``rng_wrapped(node)``: for
 ``run_and_save_rng_state(op, *args)`` (the forward of a random op the
 partitioner recomputes), ``run_with_rng_state(state, op, *args)`` (its
 recompute) and, on one CUDA device, ``graphsafe_run_with_rng_state(op,
-*args, rng_state=...)`` (both), a ``Wrapped`` standing for the op itself (target, arguments and
-output value, read as a node is read); None for every other node. The cost
+*args, rng_state=...)`` (both), a ``Wrapped`` standing for the op itself
+(target, arguments and output value, read as a node is read); None for
+every other node. The cost
 model prices, and the kernel timer times, a wrapper as the op it runs: the
 partitioner wraps fused attention in every recomputed block (even without
 dropout), and priced as a wrapper that attention would cost only the bytes
