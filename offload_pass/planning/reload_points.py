@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 from typing import Optional, Sequence, Union
 
+import numpy as np
 import torch.fx as fx
 
 from offload_pass.planning.cost_model import DeviceProfile
@@ -113,7 +114,7 @@ def schedule_reloads(
         fits = _at_latest_starts_if_they_fit(start, latest, base_live, reloads, ceiling, first)
         if fits is not None:
             return fits
-    placer = _ReloadPlacer(start, list(base_live), ceiling, first, prefetch_bytes, safe)
+    placer = _ReloadPlacer(start, np.array(base_live, dtype=np.int64), ceiling, first, prefetch_bytes, safe)
     issue: dict[str, int] = {}
     floor = first
     for r, latest_start in zip(reloads, latest):
@@ -141,7 +142,7 @@ def _at_latest_starts_if_they_fit(
     backward instead of one per reload: the selection's search simulates
     thousands of sets."""
     issue: dict[str, int] = {}
-    delta = [0] * (len(base_live) + 1)
+    delta = np.zeros(len(base_live) + 1, dtype=np.int64)
     floor = first
     for r, latest_start in zip(reloads, latest):
         consumer = max(r.consumer, floor)
@@ -149,11 +150,9 @@ def _at_latest_starts_if_they_fit(
         issue[r.key] = floor = at
         delta[at] += r.nbytes
         delta[consumer] -= r.nbytes
-    in_flight = 0
-    for live, d in zip(base_live, delta):
-        in_flight += d
-        if in_flight and live + in_flight > ceiling:
-            return None
+    in_flight = np.cumsum(delta)[: len(base_live)]
+    if bool(((in_flight != 0) & (np.asarray(base_live, dtype=np.int64) + in_flight > ceiling)).any()):
+        return None
     return issue
 
 
@@ -161,10 +160,12 @@ def _at_latest_starts_if_they_fit(
 class _ReloadPlacer:
     """``schedule_reloads``' state as it places the reloads in consumer order:
     ``live[i]`` counts the bytes of the reloads placed so far, and
-    ``outstanding`` holds their (consumer, bytes)."""
+    ``outstanding`` holds their (consumer, bytes). ``live`` is an array: each
+    placement reads and adds over the span from its issue point to its
+    consumer, and the selection's search places tens of thousands."""
 
     start: Sequence[float]  # start time of each node
-    live: list[int]
+    live: np.ndarray
     ceiling: int
     first: int
     prefetch_bytes: Optional[int]
@@ -182,16 +183,13 @@ class _ReloadPlacer:
             at = self._past_prefetch(r.nbytes, at, consumer)
         at, start_at = self._in_place(r.nbytes, at, consumer, floor)
         self.outstanding.append((consumer, r.nbytes))
-        for k in range(start_at, consumer):
-            self.live[k] += r.nbytes
+        self.live[start_at:consumer] += r.nbytes
         return at
 
     def _past_overflow(self, nbytes: int, at: int, consumer: int) -> int:
         """Memory: past the last point in [at, consumer) it would overflow."""
-        for k in range(consumer - 1, at - 1, -1):
-            if self.live[k] + nbytes > self.ceiling:
-                return k + 1
-        return at
+        over = np.flatnonzero(self.live[at:consumer] > self.ceiling - nbytes)
+        return at + int(over[-1]) + 1 if over.size else at
 
     def _past_prefetch(self, nbytes: int, at: int, consumer: int) -> int:
         """Prefetch bound: wait for earlier reloads to be consumed until this
@@ -214,7 +212,7 @@ class _ReloadPlacer:
             # It would run at ``start_at``: keep it there if its bytes fit
             # from there, else issue it after the next node that runs in place.
             ahead = sum(b for c, b in self.outstanding if c > start_at)
-            if all(self.live[k] + nbytes <= self.ceiling for k in range(start_at, at)) and (
+            if bool((self.live[start_at:at] <= self.ceiling - nbytes).all()) and (
                 self.prefetch_bytes is None or ahead == 0 or ahead + nbytes <= self.prefetch_bytes
             ):
                 at = max(start_at, floor)

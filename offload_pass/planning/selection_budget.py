@@ -53,7 +53,8 @@ def choose_for_budget(
 def _ideal_peak(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> int:
     """The peak with ``chosen`` off the device from each one's last forward
     use to its first backward use: no set of them has a lower one."""
-    return max((a - b for a, b in zip(step.live, ideal_off(step, chosen))), default=0)
+    ideal = step.live_array - ideal_off(step, chosen)
+    return int(ideal.max()) if len(ideal) else 0
 
 
 def _lowest_peak(step: StepWithoutOffload, candidates: Sequence[Candidate]) -> tuple[list[Candidate], Estimate]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import bisect
 from typing import Optional, Sequence
 
+import numpy as np
+
 from offload_pass.planning.lifetimes import off_device_points
 from offload_pass.planning.release_points import CopyOut, schedule_releases
 from offload_pass.planning.reload_points import RELOAD_MARGIN, Reload, reload_ceiling, schedule_reloads
@@ -60,23 +62,29 @@ def _forward_with_ops(step: StepWithoutOffload, order: Sequence[Candidate]) -> f
     return end + ops_ms
 
 
-def ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> list[int]:
+def ideal_off(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> np.ndarray:
     """Bytes of ``chosen`` off the device at each point if every copy left
     right after its last forward use and came back just before its first
     backward use (``lifetimes.ideal_live``'s bound, by its rule)."""
-    delta = [0] * (len(step.live) + 1)
-    for c in chosen:
-        a, b = off_device_points(c.free_from, c.consumer, len(step.fw_ms))
-        delta[a] += c.nbytes
-        delta[b] -= c.nbytes
-    off, total = [], 0
-    for d in delta[:-1]:
-        total += d
-        off.append(total)
-    return off
+    return np.cumsum(_spans(len(step.live), [
+        (*off_device_points(c.free_from, c.consumer, len(step.fw_ms)), c.nbytes) for c in chosen
+    ]))[:-1]
 
 
-def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
+def _spans(points: int, spans: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    """The differences of ``points`` counters (one more entry, the end) to
+    which each ``(a, b, nbytes)`` adds ``nbytes`` over ``[a, b)``: their
+    running sum is the bytes at each point. Arrays, as every search step
+    sums over the whole step."""
+    delta = np.zeros(points + 1, dtype=np.int64)
+    if spans:
+        a, b, nbytes = (np.array(column, dtype=np.int64) for column in zip(*spans))
+        np.add.at(delta, a, nbytes)
+        np.add.at(delta, b, -nbytes)
+    return delta
+
+
+def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray) -> tuple[dict[str, int], float]:
     """Where the rewrite releases each chosen copy (``order``: sorted by
     producer) in the forward, and the
     forward's end with the waits those releases cause. The releases are
@@ -87,13 +95,13 @@ def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequen
     use). Copies queue on the device->host stream from the end of their
     producer on the walked clock, waits included. ``ideal``: the device
     bytes at each point with the copies off over their ideal intervals."""
-    ceiling = max(ideal, default=0)
+    ceiling = int(ideal.max()) if len(ideal) else 0
     fast = _released_as_they_land(step, order, ideal, ceiling)
     return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
 
 
 def _released_as_they_land(
-    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray, ceiling: int
 ) -> Optional[tuple[dict[str, int], float]]:
     """``_scheduled``'s result where no release has to come early: each copy
     released after the first node (not before its last forward use) by
@@ -108,7 +116,7 @@ def _released_as_they_land(
     stream = landed = 0.0
     margined = 0.0
     release: dict[str, int] = {}
-    held = [0] * (n_fw + 1)
+    held = []
     for c in order:
         duration = c.nbytes / step.d2h_bytes_per_ms
         stream = max(fw_end[c.produced], stream) + duration
@@ -117,23 +125,20 @@ def _released_as_they_land(
         at = min(bisect.bisect_left(fw_end, margined, c.free_from), n_fw - 1)
         release[c.key] = at
         # Held over the ideal before each node after its last forward use, up to its release.
-        held[c.free_from + 1] += c.nbytes
-        held[at + 1] -= c.nbytes
-    extra = 0
-    for k in range(n_fw):
-        extra += held[k]
-        if k and ideal[k] + extra > ceiling:
-            return None
+        held.append((c.free_from + 1, at + 1, c.nbytes))
+    extra = np.cumsum(_spans(n_fw, held))[1:n_fw]
+    if bool((ideal[1:n_fw] + extra > ceiling).any()):
+        return None
     return release, max(fw_end[-1], landed)
 
 
 def _scheduled(
-    step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int], ceiling: int
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray, ceiling: int
 ) -> tuple[dict[str, int], float]:
     """The releases ``schedule_releases`` places, and the forward walked on
     the copies' real landing times with the waits they cause."""
     copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in order]
-    release = schedule_releases(step.fw_ms, ideal[: len(step.fw_ms)], copies, step.d2h_bytes_per_ms, ceiling)
+    release = schedule_releases(step.fw_ms, ideal[: len(step.fw_ms)].tolist(), copies, step.d2h_bytes_per_ms, ceiling)
     issued: dict[int, list[Candidate]] = {}
     released: dict[int, list[Candidate]] = {}
     for c in order:
@@ -153,12 +158,12 @@ def _scheduled(
 
 def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
     """Estimated step time and peak with ``chosen`` offloaded."""
-    live = step.live
+    live = step.live_array
     n_fw = len(step.fw_ms)
     fw_total = step.fw_end[-1] if n_fw else 0.0
     bw_total = step.bw_end[-1] if step.bw_ms else 0.0
     order = sorted(chosen, key=lambda c: (c.produced, c.key))
-    ideal = [a - b for a, b in zip(live, ideal_off(step, order))] if order else list(live)
+    ideal = live - ideal_off(step, order) if order else live
     release, forward_end = _forward(step, order, ideal) if order else ({}, fw_total)
     forward_wait = max(0.0, forward_end - fw_total)
     # The waits on the device's clock, added to the forward as the host
@@ -166,20 +171,16 @@ def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> E
     # forward does not give back idling early in it).
     forward_ms = _forward_with_ops(step, order)
     issue, backward_wait = _backward(step, order, ideal)
-    delta = [0] * (len(live) + 1)
-    for c in chosen:
-        delta[min(release[c.key] + 1, n_fw)] += c.nbytes  # free after the node it is released after
-        if c.key in issue:  # on the device again from where its reload is issued
-            delta[n_fw + issue[c.key]] -= c.nbytes
-    after, off = [], 0
-    for a, d in zip(live, delta):
-        off += d
-        after.append(a - off)
+    # Off the device from after the node it is released after to where its reload is issued (or the end).
+    after = live - np.cumsum(_spans(len(live), [
+        (min(release[c.key] + 1, n_fw), n_fw + issue[c.key] if c.key in issue else len(live), c.nbytes)
+        for c in chosen
+    ]))[:-1]
     total = forward_ms + bw_total + forward_wait + backward_wait + len(issue) * step.reload_ms
-    return Estimate(total, max(after, default=0), forward_wait, backward_wait, tuple(after))
+    return Estimate(total, int(after.max()) if len(after) else 0, forward_wait, backward_wait, after)
 
 
-def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Sequence[int]) -> tuple[dict[str, int], float]:
+def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray) -> tuple[dict[str, int], float]:
     """Where the rewrite issues the reload of each chosen copy read in
     backward (``schedules.schedule_reloads`` under
     ``schedules.reload_ceiling``: as late as lands it before its consumer,
@@ -194,7 +195,7 @@ def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: Seque
     if not reloads:
         return {}, 0.0
     ceiling = reload_ceiling(
-        max(ideal, default=0), step.reload_headroom, sum(c.nbytes for c in order), step.reload_target
+        int(ideal.max()) if len(ideal) else 0, step.reload_headroom, sum(c.nbytes for c in order), step.reload_target
     )
     issue = schedule_reloads(
         step.bw_ms, ideal[n_fw:], reloads, step.h2d_bytes_per_ms, ceiling, prefetch_bytes=step.prefetch_bytes

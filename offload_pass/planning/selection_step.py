@@ -15,6 +15,8 @@ import dataclasses
 import functools
 from typing import Optional, Sequence, Union
 
+import numpy as np
+
 from offload_pass.planning.lifetimes import CopyLifetime
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates"]
@@ -35,13 +37,16 @@ class Estimate:
     peak: int
     forward_wait_ms: float
     backward_wait_ms: float
-    after: tuple[int, ...] = ()  # device bytes at each point, the copies made
+    # Device bytes at each point, the copies made (an array: the searches
+    # sum over it at every step).
+    after: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64), compare=False)
 
     def excess(self, level: int) -> int:
         """Bytes over ``level``, summed over the points: what a budget still
         has to lose. Unlike the peak, a copy that covers some of several
         points at the peak lowers it."""
-        return sum(v - level for v in self.after if v > level)
+        over = self.after - level
+        return int(over[over > 0].sum())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +81,11 @@ class StepWithoutOffload:
 
     # The clocks of the step without offload, computed once: the searches
     # simulate thousands of sets over the same step.
+    @functools.cached_property
+    def live_array(self) -> np.ndarray:
+        """``live`` as an array, for the searches' sums over the step."""
+        return np.array(self.live, dtype=np.int64)
+
     @functools.cached_property
     def fw_end(self) -> list[float]:
         """The end of each forward node, from the forward's start."""
