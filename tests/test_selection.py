@@ -586,3 +586,34 @@ def test_budget_at_the_lowest_peak_found_is_reached_never_slower_than_that_set()
         _, got = choose_for_budget(step, cands, budget)
         assert got.peak <= budget and got.step_ms <= lowest.step_ms
     assert checked >= 100, checked
+
+
+def test_a_large_swap_search_lets_in_only_the_largest_copies_that_could_be_off_at_the_peak(monkeypatch):
+    # Every pair of a chosen copy and one not chosen is a simulation: on a
+    # large search (hundreds by hundreds on an 8B-sized graph) only the
+    # SWAP_WIDTH largest copies whose time off the device covers the peak go
+    # in; a copy on the device at the peak cannot lower it.
+    from offload_pass.planning import selection_budget
+
+    n = 12
+    live = [100] * n + [100] * n
+    live[5] = 150  # the peak: forward point 5
+    # Off the device over [free_from + 1, n + consumer): covering point 5 needs free_from < 5.
+    covering = [Candidate(f"in{k}", 10 + k, 0, 2, 3) for k in range(12)]
+    after_peak = [Candidate(f"late{k}", 100, 6, 7, 3) for k in range(4)]
+    chosen = [Candidate(f"out{k}", 1, 0, 1, 1) for k in range(40)]
+    step = _step([1.0] * n, [1.0] * n, live)
+    current = simulate_offload(step, chosen)
+    assert int(current.after.argmax()) == 5
+    entering = selection_budget._at_the_peak(step, covering + after_peak, current)
+    assert [c.key for c in entering] == [f"in{k}" for k in range(11, 11 - selection_budget.SWAP_WIDTH, -1)]
+    calls = []
+    monkeypatch.setattr(selection_budget, "simulate_offload", lambda s, c: calls.append(1) or simulate_offload(s, c))
+    run = lambda c: selection_budget.simulate_offload(step, c)  # noqa: E731
+    assert len(chosen) * len(covering + after_peak) > selection_budget.SWAP_PAIRS
+    selection_budget._best_swap(step, chosen, covering + after_peak, current, run)
+    assert len(calls) == len(chosen) * selection_budget.SWAP_WIDTH
+    # A small search still tries every pair.
+    calls.clear()
+    selection_budget._best_swap(step, chosen[:3], covering + after_peak, current, run)
+    assert len(calls) == 3 * len(covering + after_peak)

@@ -22,6 +22,7 @@ import torch
 import torch.fx as fx
 
 from offload_pass.enums import Mode, NoteCode, PassName
+from offload_pass.pipeline.min_cuts import shared_min_cuts
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import (
     Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes, with_host_limit,
@@ -76,7 +77,9 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
-    kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration)
+    with shared_min_cuts() as cuts:
+        kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration)
+    log.debug("offload_pass: %s mode=budget: min-cuts solved %d, shared %d", ctx.graph_id, cuts["solved"], cuts["shared"])
     return dataclasses.replace(kept, recompute_tried=True)
 
 

@@ -14,6 +14,7 @@ import functools
 import math
 from typing import Optional, Sequence
 
+from offload_pass.planning.lifetimes import off_device_points
 from offload_pass.planning.selection_model import ideal_off, simulate_offload
 from offload_pass.planning.selection_step import Candidate, Estimate, StepWithoutOffload
 
@@ -98,7 +99,7 @@ def _greedy_for_budget(
             # Stuck above the budget: copies queue behind each other, so a
             # copy chosen early can block a better one. Swap one out for one
             # not chosen if that lowers the peak, then go on adding.
-            swap = _best_swap(chosen, remaining, current, run)
+            swap = _best_swap(step, chosen, remaining, current, run)
             if swap is None:
                 break
             out, into, current = swap
@@ -172,11 +173,34 @@ def _drop_unneeded(chosen: list[Candidate], current: Estimate, budget: int, run)
     return chosen, current
 
 
-def _best_swap(chosen, remaining, current: Estimate, run):
+# ``_best_swap`` tries every pair where there are at most this many; beyond,
+# only the ``SWAP_WIDTH`` largest copies off the device at the peak go in.
+SWAP_PAIRS = 512
+SWAP_WIDTH = 8
+
+
+def _best_swap(step: StepWithoutOffload, chosen, remaining, current: Estimate, run):
+    """The swap of a chosen copy for one not chosen that lowers the peak
+    most (then the step), or None. Every pair on a small search; on a large
+    one only the copies not chosen that could be off the device at the
+    current peak's point, the ``SWAP_WIDTH`` largest, go in: a copy on the
+    device there leaves the peak where it is, and every pair is a
+    simulation (hundreds of chosen copies times hundreds not chosen)."""
+    entering = remaining if len(chosen) * len(remaining) <= SWAP_PAIRS else _at_the_peak(step, remaining, current)
     best = None
     for out in chosen:
-        for into in remaining:
+        for into in entering:
             p = run([c for c in chosen if c is not out] + [into])
             if p.peak < current.peak and (best is None or (p.peak, p.step_ms) < (best[2].peak, best[2].step_ms)):
                 best = (out, into, p)
     return best
+
+
+def _at_the_peak(step: StepWithoutOffload, remaining: Sequence[Candidate], current: Estimate) -> list[Candidate]:
+    """The ``SWAP_WIDTH`` largest of ``remaining`` whose time off the device
+    (``lifetimes.off_device_points``) covers the point where ``current``
+    peaks (its first, where several tie)."""
+    peak_at = int(current.after.argmax())
+    spans = ((c, off_device_points(c.free_from, c.consumer, len(step.fw_ms))) for c in remaining)
+    covering = [c for c, (a, b) in spans if a <= peak_at < b]
+    return sorted(covering, key=lambda c: (-c.nbytes, c.key))[:SWAP_WIDTH]
