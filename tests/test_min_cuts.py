@@ -60,3 +60,26 @@ def test_pytorchs_solver_is_put_back_after_the_search_and_on_an_error():
         with min_cuts.shared_min_cuts():
             raise RuntimeError("inside")
     assert partitioners.solve_min_cut is original
+
+
+def test_another_threads_partition_solves_its_own_cuts():
+    import threading
+
+    seen = []
+    original = partitioners.solve_min_cut
+
+    def spy(joint_graph, node_info, min_cut_options, dont_ban=None):
+        seen.append(threading.get_ident())
+        return "solved"
+
+    partitioners.solve_min_cut = spy
+    try:
+        with min_cuts.shared_min_cuts() as counts:
+            assert partitioners.solve_min_cut is not spy
+            other = threading.Thread(target=lambda: partitioners.solve_min_cut(None, None, None, None))
+            other.start()
+            other.join()
+        assert seen == [other.ident] and counts == {"solved": 0, "shared": 0}
+        assert partitioners.solve_min_cut is spy
+    finally:
+        partitioners.solve_min_cut = original

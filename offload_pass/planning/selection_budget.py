@@ -182,10 +182,12 @@ SWAP_WIDTH = 8
 def _best_swap(step: StepWithoutOffload, chosen, remaining, current: Estimate, run):
     """The swap of a chosen copy for one not chosen that lowers the peak
     most (then the step), or None. Every pair on a small search; on a large
-    one only the copies not chosen that could be off the device at the
-    current peak's point, the ``SWAP_WIDTH`` largest, go in: a copy on the
-    device there leaves the peak where it is, and every pair is a
-    simulation (hundreds of chosen copies times hundreds not chosen)."""
+    one (every pair is a simulation: hundreds of chosen copies times
+    hundreds not chosen) a heuristic lets in only the ``SWAP_WIDTH``
+    largest copies whose own bytes could be off the device at the current
+    peak's point. A copy that cannot leave the device there lowers the peak
+    only through what it moves of the others (the queues, the reloads'
+    ceiling): left untried."""
     entering = remaining if len(chosen) * len(remaining) <= SWAP_PAIRS else _at_the_peak(step, remaining, current)
     best = None
     for out in chosen:

@@ -83,8 +83,10 @@ class StepWithoutOffload:
     # simulate thousands of sets over the same step.
     @functools.cached_property
     def live_array(self) -> np.ndarray:
-        """``live`` as an array, for the searches' sums over the step."""
-        return np.array(self.live, dtype=np.int64)
+        """``live`` as an array, for the searches' sums over the step (read-only: shared by every estimate)."""
+        live = np.array(self.live, dtype=np.int64)
+        live.setflags(write=False)
+        return live
 
     @functools.cached_property
     def fw_end(self) -> list[float]:
