@@ -1,0 +1,80 @@
+"""The GPU gradient check with the runtime's copies synchronized: which direction's timing moves the bits.
+
+Takes: ``--sync none|all|d2h|h2d`` and ``long_context.py``'s own options
+(``--grad-check --grad-variants ours_attn --out F``). Runs that gradient
+check in this process with the runtime's copies of the chosen direction
+followed by a device synchronize as soon as they are queued (``all``: both
+directions, synchronized before and after), and counts, for every
+``wait_reload`` and ``release``, whether it found the event of its copy.
+Gives: the check's verdict (``--out``) and a ``SYNC`` line with the copies
+per direction, the events found and missed, and the runtime's counters.
+
+Where the check differs from plain Inductor asynchronously and is equal
+with a direction synchronized, that direction's copies are read or written
+out of order somewhere: the runtime's events do not order everything they
+must.
+
+  python benchmarks/grad_check_sync.py --sync h2d --grad-check --grad-variants ours_attn --out h2d.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _instrument(sync: str) -> dict:
+    import torch
+
+    import offload_pass.runtime.ops as ops
+    from offload_pass.runtime.state import STATE
+
+    seen = {"d2h": 0, "h2d": 0, "reload_found": 0, "reload_missed": 0, "release_found": 0, "release_missed": 0}
+    copy_on, waits = ops._copy_on, ops._compute_stream_waits
+
+    def synced(streams, stream, dst, src, after):
+        if sync == "all":
+            torch.cuda.synchronize()
+        event = copy_on(streams, stream, dst, src, after)
+        direction = "d2h" if stream is streams.d2h else "h2d"
+        seen[direction] += 1
+        if sync in ("all", direction):
+            torch.cuda.synchronize()
+        return event
+
+    def counted(x, events, key):
+        if x.is_cuda:
+            kind = "reload" if events is STATE.reload_events else "release"
+            seen[f"{kind}_{'found' if key in events else 'missed'}"] += 1
+        return waits(x, events, key)
+
+    ops._copy_on, ops._compute_stream_waits = synced, counted
+    return seen
+
+
+def main(argv: list[str]) -> int:
+    if "--sync" not in argv or argv.index("--sync") + 1 >= len(argv):
+        raise SystemExit("--sync none|all|d2h|h2d is required")
+    at = argv.index("--sync")
+    sync = argv[at + 1]
+    if sync not in ("none", "all", "d2h", "h2d"):
+        raise SystemExit(f"--sync {sync}: valid are none, all, d2h, h2d")
+    rest = argv[:at] + argv[at + 2:]
+    sys.path.insert(0, os.path.dirname(HERE))
+    sys.path.insert(0, HERE)
+    seen = _instrument(sync)
+    import long_context
+
+    from offload_pass.runtime.state import STATE
+
+    long_context.main(rest)
+    counters = {k: v for k, v in STATE.stats.items() if isinstance(v, int)}
+    print("SYNC", json.dumps({"sync": sync, **seen, "stats": counters}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
