@@ -558,6 +558,8 @@ def grad_check(args) -> dict:
     """The ``--grad-variants`` (default ours_marked and ours_budget at
     memory_budget=0.5) against plain Inductor: loss and adapter gradients
     bit for bit, fp32, deterministic algorithms."""
+    # cuBLAS is deterministic only with a fixed workspace, set before its first handle (strict mode raises without).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     shape = _shape(args) if args.tiny else LLAMA3_8B | {"layers": 2}
     seq = args.seq[0] if args.seq_given else (64 if args.tiny else 1024)
     header = {k: v for k, v in _header(args, shape).items() if k not in ("warmup_steps", "measured_steps")}
@@ -584,16 +586,20 @@ def grad_check(args) -> dict:
 
 @contextlib.contextmanager
 def _deterministic():
-    """PyTorch's deterministic algorithms (where they exist: warn elsewhere) and
-    Inductor's deterministic mode (no kernel chosen by timing), restored after."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    """PyTorch's deterministic algorithms, strict (an op without a deterministic
+    kernel raises, naming itself), and Inductor's deterministic mode (no kernel
+    chosen by timing), restored after. Strict, not warn-only: under warn-only,
+    CUDA's memory-efficient attention backward keeps splitting the keys and
+    summing their partial gradients in whatever order its blocks finish, which
+    other streams' work (the reloads) changes."""
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=False)
     config = torch._inductor.config
     try:
         with config.patch({"deterministic": True} if hasattr(config, "deterministic") else {}):
             yield
     finally:
-        torch.use_deterministic_algorithms(before)
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 def _child(args, variant: str, seq: int, log_dir: str) -> dict:
