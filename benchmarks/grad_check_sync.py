@@ -10,9 +10,11 @@ Gives: the check's verdict (``--out``) and a ``SYNC`` line with the copies
 per direction, the events found and missed, and the runtime's counters.
 
 Where the check differs from plain Inductor asynchronously and is equal
-with a direction synchronized, that direction's copies are read or written
-out of order somewhere: the runtime's events do not order everything they
-must.
+with a direction synchronized, either that direction's copies are read or
+written out of order somewhere the runtime's events do not cover, or they
+overlap a kernel whose result depends on what else runs (a kernel that is
+not deterministic): ``long_context.py``'s strict deterministic mode tells
+the two apart.
 
   python benchmarks/grad_check_sync.py --sync h2d --grad-check --grad-variants ours_attn --out h2d.json
 """
