@@ -47,6 +47,7 @@ control: at long sequences it does not fit.
   python benchmarks/long_context.py --all --out OUT/long_context.json        # one process per row
   python benchmarks/long_context.py --variant ours_marked --seq 16384 --out row.json
   python benchmarks/long_context.py --grad-check                             # 2 layers, seq 1024, fp32
+  python benchmarks/long_context.py --grad-check --grad-variants ours_attn --grad-reference ours_attn  # ours against ours
   python benchmarks/long_context.py --plot OUT/long_context.json OUT/long_context.png
 """
 
@@ -556,8 +557,9 @@ def _compare(got: list, want: list) -> dict:
 
 def grad_check(args) -> dict:
     """The ``--grad-variants`` (default ours_marked and ours_budget at
-    memory_budget=0.5) against plain Inductor: loss and adapter gradients
-    bit for bit, fp32, deterministic algorithms."""
+    memory_budget=0.5) against ``--grad-reference`` (default plain
+    Inductor; a variant: ours against ours): loss and adapter gradients bit
+    for bit, fp32, deterministic algorithms."""
     # cuBLAS is deterministic only with a fixed workspace, set before its first handle (strict mode raises without).
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     shape = _shape(args) if args.tiny else LLAMA3_8B | {"layers": 2}
@@ -565,22 +567,27 @@ def grad_check(args) -> dict:
     header = {k: v for k, v in _header(args, shape).items() if k not in ("warmup_steps", "measured_steps")}
     verdict = {"grad_check": True, "seq": seq, "steps": args.grad_steps} | header | {"dtype": "float32"}
     verdict["variants"] = {}
+    reference = args.grad_reference
+    if reference != "inductor" and reference not in GRAD_VARIANTS:
+        raise SystemExit(f"--grad-reference {reference}: valid are inductor, {', '.join(GRAD_VARIANTS)}")
+    itself = f"{reference}_vs_itself"
+    verdict["reference"] = reference
     with _deterministic():
-        want, _ = _grad_run("inductor", shape, seq, args)
-        # On a GPU, plain Inductor against itself too: where it differs, its kernels are not deterministic here.
+        want, _ = _grad_run(reference, shape, seq, args)
+        # On a GPU, the reference against itself too: where it differs, its kernels are not deterministic here.
         chosen = tuple(v for v in args.grad_variants.split(",") if v)
         unknown = [v for v in chosen if v not in GRAD_VARIANTS]
         if unknown:
             raise SystemExit(f"--grad-variants: no variant {', '.join(unknown)}; valid: {', '.join(GRAD_VARIANTS)}")
-        for variant in chosen + (("inductor",) if args.device == "cuda" else ()):
-            key = "inductor_vs_itself" if variant == "inductor" else variant
+        for variant in chosen + ((None,) if args.device == "cuda" else ()):
+            key = itself if variant is None else variant
             try:
-                got, offloaded = _grad_run(variant, shape, seq, args)
+                got, offloaded = _grad_run(reference if variant is None else variant, shape, seq, args)
                 verdict["variants"][key] = _compare(got, want) | {"offloaded_bytes": offloaded}
             except Exception as error:  # the verdict names it
                 traceback.print_exc(file=sys.stderr)
                 verdict["variants"][key] = {"equal": False, "error": f"{type(error).__name__}: {error}"[:300]}
-    verdict["equal"] = all(v["equal"] for k, v in verdict["variants"].items() if k != "inductor_vs_itself")
+    verdict["equal"] = all(v["equal"] for k, v in verdict["variants"].items() if k != itself)
     return verdict
 
 
@@ -749,6 +756,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--grad-steps", type=int, default=2)
     p.add_argument("--grad-variants", default="ours_marked,ours_budget",
                    help=f"--grad-check: comma-separated, of {', '.join(GRAD_VARIANTS)}")
+    p.add_argument("--grad-reference", default="inductor",
+                   help="--grad-check: what the variants are compared with: inductor (plain Inductor) or a variant")
     p.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, vocab 256, seq 64, fp32, CPU")
     p.add_argument("--plot", nargs=2, metavar=("RESULTS.json", "OUT.png"))
     p.add_argument("--out", default=None, help="JSON: a list of rows")

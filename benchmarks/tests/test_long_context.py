@@ -55,6 +55,11 @@ def test_tiny_loss_and_adapter_gradients_equal_plain_inductors():
     assert not torch.are_deterministic_algorithms_enabled()  # restored for whatever runs next
 
 
+def test_a_grad_reference_that_is_no_variant_is_refused_naming_the_valid_ones():
+    with pytest.raises(SystemExit, match="--grad-reference plain: valid are inductor, ours_marked, ours_budget"):
+        lc.grad_check(lc.parse_args(["--tiny", "--grad-check", "--grad-reference", "plain"]))
+
+
 def test_paired_throughput_divides_out_each_rows_control_and_the_plot_marks_oom(tmp_path):
     rows = [
         {"variant": "inductor", "seq": 8192, "layers": 32, "tokens_per_s": 100.0, "control_step_s": [1.0, 1.0]},
