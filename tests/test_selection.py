@@ -172,14 +172,18 @@ def test_the_budget_search_scores_again_only_the_candidates_that_could_win(monke
     assert len(calls) <= 2 * n, len(calls)
 
 
-def _draw(rng):
-    nf, nb = rng.randint(4, 10), rng.randint(6, 16)
+def _draw(rng, fw_nodes=(4, 10), bw_nodes=(6, 16), copies=(2, 7), read_for=None):
+    """A random step and candidates: node counts and copies drawn from the
+    ranges; each copy read in the forward up to ``read_for`` nodes after its
+    producer (None: up to the forward's end)."""
+    nf, nb = rng.randint(*fw_nodes), rng.randint(*bw_nodes)
     fw = [rng.uniform(0.5, 3) for _ in range(nf)]
     bw = [rng.uniform(0.5, 3) for _ in range(nb)]
     cands = []
-    for k in range(rng.randint(2, 7)):
+    for k in range(rng.randint(*copies)):
         produced = rng.randrange(nf)
-        cands.append(Candidate(f"c{k}", rng.randint(1, 8), produced, rng.randrange(produced, nf), rng.randrange(nb)))
+        last = nf if read_for is None else min(nf, produced + read_for)
+        cands.append(Candidate(f"c{k}", rng.randint(1, 8), produced, rng.randrange(produced, last), rng.randrange(nb)))
     live = [rng.randint(10, 20) + sum(c.nbytes for c in cands if c.produced <= i) for i in range(nf)]
     live += [rng.randint(5, 15) + sum(c.nbytes for c in cands if j <= c.consumer) for j in range(nb)]
     return fw, bw, live, cands
@@ -626,19 +630,8 @@ def test_a_large_swap_search_lets_in_only_the_largest_copies_that_could_be_off_a
 
 
 def _larger_draw(rng):
-    """A step of 10-40 forward and 15-60 backward nodes with 8-30 candidate
-    copies, each read for at most four nodes after its producer: too many
-    for brute force, as many as a block or two of a model."""
-    nf, nb = rng.randint(10, 40), rng.randint(15, 60)
-    fw = [rng.uniform(0.5, 3) for _ in range(nf)]
-    bw = [rng.uniform(0.5, 3) for _ in range(nb)]
-    cands = []
-    for k in range(rng.randint(8, 30)):
-        produced = rng.randrange(nf)
-        cands.append(Candidate(f"c{k}", rng.randint(1, 8), produced, rng.randrange(produced, min(nf, produced + 4)), rng.randrange(nb)))
-    live = [rng.randint(10, 20) + sum(c.nbytes for c in cands if c.produced <= i) for i in range(nf)]
-    live += [rng.randint(5, 15) + sum(c.nbytes for c in cands if j <= c.consumer) for j in range(nb)]
-    return fw, bw, live, cands
+    """Too many candidates for brute force, as many as a block or two of a model."""
+    return _draw(rng, fw_nodes=(10, 40), bw_nodes=(15, 60), copies=(8, 30), read_for=4)
 
 
 def test_a_budget_met_with_most_candidates_drops_copies_from_the_lowest_peak_set(monkeypatch):
