@@ -74,25 +74,35 @@ def _instrument(sync: str) -> dict:
 
 
 def _traffic() -> dict:
-    """A daemon thread copying 64 MiB host to device on a stream of its own until the process ends."""
+    """A thread copying 64 MiB host to device on a stream of its own until
+    ``done["stop"]()`` (which joins it: a thread still in CUDA when the
+    interpreter exits aborts the process)."""
     import threading
 
     import torch
 
-    done = {"copies": 0}
+    done: dict = {"copies": 0}
+    stopping = threading.Event()
     src = torch.empty(64 << 20, dtype=torch.uint8, pin_memory=True)
     dst = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.Stream()
 
     def run():
-        while True:
+        while not stopping.is_set():
             with torch.cuda.stream(stream):
                 for _ in range(8):
                     dst.copy_(src, non_blocking=True)
             stream.synchronize()
             done["copies"] += 8
 
-    threading.Thread(target=run, daemon=True).start()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def stop():
+        stopping.set()
+        thread.join()
+
+    done["stop"] = stop
     return done
 
 
@@ -110,12 +120,21 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, os.path.dirname(HERE))
     sys.path.insert(0, HERE)
     seen = _instrument(sync)
+    if traffic:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit("--traffic copies host to device beside the check: it needs a GPU")
     moved = _traffic() if traffic else None
     import long_context
 
     from offload_pass.runtime.state import STATE
 
-    long_context.main(rest)
+    try:
+        long_context.main(rest)
+    finally:
+        if moved is not None:
+            moved["stop"]()
     counters = {k: v for k, v in STATE.stats.items() if isinstance(v, int)}
     extra = {} if moved is None else {"traffic_copies_64mib": moved["copies"]}
     print("SYNC", json.dumps({"sync": sync, **seen, **extra, "stats": counters}))
