@@ -180,7 +180,9 @@ def _drop_for_budget(
 ) -> tuple[list[Candidate], Estimate]:
     """From ``start`` (a set within ``budget``), drop the copy whose removal
     saves the most predicted step time with the peak still within the
-    budget, one at a time, until no removal saves any. Scored lazily as
+    budget, one at a time (one that saves nothing goes too: the same step
+    with fewer copies), until every removal would cost time or lift the
+    peak over the budget. Scored lazily as
     ``_best_addition`` scores: a removal mostly saves less once others
     were removed, so the look stops once the best saving found is at least
     the last saving of every copy not scored again."""
