@@ -81,6 +81,8 @@ def _traffic() -> dict:
 
     import torch
 
+    if not torch.cuda.is_available():
+        raise SystemExit("--traffic copies host to device beside the check: it needs a GPU")
     done: dict = {"copies": 0}
     stopping = threading.Event()
     src = torch.empty(64 << 20, dtype=torch.uint8, pin_memory=True)
@@ -120,11 +122,6 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, os.path.dirname(HERE))
     sys.path.insert(0, HERE)
     seen = _instrument(sync)
-    if traffic:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise SystemExit("--traffic copies host to device beside the check: it needs a GPU")
     moved = _traffic() if traffic else None
     import long_context
 
