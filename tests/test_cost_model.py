@@ -125,10 +125,11 @@ def test_copy_bound_releases_free_the_oldest_copies_first():
 
 
 def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(monkeypatch):
-    # The walk skips the copies held where all of them fit under the ceiling,
-    # and stops looking for landed copies at the first not landed (copies
-    # land in issue order). The full walk, every held copy looked at on every
-    # node, must place the same releases on random forwards.
+    # The walk skips the copies held where those past their last forward use
+    # fit under the ceiling (a running count), and stops looking for landed
+    # copies at the first not landed (copies land in issue order). The full
+    # walk, every held copy looked at on every node, must place the same
+    # releases on random forwards.
     from offload_pass.planning import release_points
 
     class FullWalk(release_points._ReleaseWalk):

@@ -223,10 +223,7 @@ def predict(state: PassState, ctx: PassContext) -> PassState:
     A graph with nothing to copy never measures the device (mode="budget"
     does: its budget is a fraction of the predicted peak)."""
     fw_gm, bw_gm, config = state.fw_gm, state.bw_gm, ctx.config
-    # Under a profile, a graph traced on the meta device is planned as on
-    # the GPU (host copies free device memory); one on real CPU tensors still
-    # counts them, else its predicted peak would be 0.
-    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id) and (ctx.profile is None or _has_tensors_on(fw_gm, "cpu"))
+    count_cpu = _runs_on_cpu(fw_gm, ctx.graph_id, ctx.profile is not None)
     timeline = simulate_step(fw_gm, bw_gm, count_cpu)
     device = device_of(fw_gm)
     measure = bool(state.plan.groups) or config.mode == Mode.BUDGET
@@ -367,8 +364,12 @@ def _has_tensors_on(gm: fx.GraphModule, device_type: str) -> bool:
     )
 
 
-def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str) -> bool:
-    if _has_tensors_on(fw_gm, "cuda"):
+def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str, profiled: bool) -> bool:
+    """Whether the graph's memory counts CPU tensors: it runs on the CPU.
+    Under a device profile (``profiled``) a graph traced on the meta device
+    is planned as on the GPU; one on real CPU tensors still counts them,
+    else its predicted peak would be 0."""
+    if _has_tensors_on(fw_gm, "cuda") or (profiled and not _has_tensors_on(fw_gm, "cpu")):
         return False
     log.info(
         "offload_pass: %s runs on CPU: the rewrite is the same, the copies run "

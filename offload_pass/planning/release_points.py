@@ -104,15 +104,24 @@ class _ReleaseWalk:
     release: dict[str, int] = dataclasses.field(default_factory=dict)
     clock: float = 0.0
     stream_free: float = 0.0
-    held_bytes: int = 0  # the bytes of ``held``
+    # The bytes of the copies held past their last forward use (``free_from``
+    # before the node walked), and the copies held that are not yet: by the
+    # node after their last forward use.
+    past_use_bytes: int = 0
+    past_use: set[str] = dataclasses.field(default_factory=set)
+    in_use: dict[int, list[CopyOut]] = dataclasses.field(default_factory=dict)
 
     def release_over_ceiling(self, k: int) -> None:
         """Before node k: where the copies held would lift memory above the
         ceiling, release the oldest, as few as bring it under, at the last
         safe slot before k; the clock waits for the newest of them."""
-        # Every copy held within the ceiling: none of them can lift it over
-        # (the selection's searches walk this once per node per set tried).
-        if self.base_live[k] + self.held_bytes > self.ceiling:
+        for c in self.in_use.pop(k - 1, ()):
+            if c.key not in self.release:
+                self._past_use(c)
+        # Only copies past their last forward use can go: where those held fit
+        # under the ceiling there is nothing to release (the selection's
+        # searches walk this once per node per set tried).
+        if self.base_live[k] + self.past_use_bytes > self.ceiling:
             self._release_over(k)
 
     def _release_over(self, k: int) -> None:
@@ -135,17 +144,23 @@ class _ReleaseWalk:
         """The next node runs for ``ms``; then the copies it produces start."""
         self.clock += ms
         self.ends.append(self.clock)
+        k = len(self.ends) - 1
         for c in issued:
             self.stream_free = max(self.clock, self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
             self.landed[c.key] = self.stream_free
             self.held.append(c)
-            self.held_bytes += c.nbytes
+            if c.free_from < k:
+                self._past_use(c)
+            else:
+                self.in_use.setdefault(c.free_from, []).append(c)
 
     def release_landed(self, k: int, last: bool) -> None:
         """After safe node k: every copy past its last forward use that has
         landed (every one, after the ``last`` node). ``held`` is in issue
         order and the copies land in that order: the first not landed ends
         the look."""
+        if not self.held or not last and self.landed[self.held[0].key] > self.clock:
+            return
         landed = []
         for c in self.held:
             if not last and self.landed[c.key] > self.clock:
@@ -158,7 +173,13 @@ class _ReleaseWalk:
         for c in copies:
             self.release[c.key] = slot
             self.held.remove(c)
-            self.held_bytes -= c.nbytes
+            if c.key in self.past_use:
+                self.past_use.remove(c.key)
+                self.past_use_bytes -= c.nbytes
+
+    def _past_use(self, c: CopyOut) -> None:
+        self.past_use.add(c.key)
+        self.past_use_bytes += c.nbytes
 
 
 def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[CopyOut]:
