@@ -241,13 +241,14 @@ def test_auto_takes_the_earliest_copies_where_the_greedy_stops_short():
 
 def test_releases_as_they_land_agree_with_the_schedule_walk():
     # simulate_offload skips the walk of schedules.schedule_releases where
-    # no release has to come early; it must give the walk's releases and
-    # forward end exactly, or the search would judge sets by another rule
-    # than the rewrite's.
+    # no release has to come early, and where one has, walks from the first
+    # node it has to on; it must give the whole walk's releases and forward
+    # end exactly, or the search would judge sets by another rule than the
+    # rewrite's.
     from offload_pass.planning.selection_model import _released_as_they_land, _scheduled, ideal_off
 
     rng = random.Random(5)
-    taken = 0
+    taken = resumed = 0
     for _ in range(150):
         fw, bw, live, cands = _draw(rng)
         step = _step(fw, bw, live)
@@ -256,13 +257,17 @@ def test_releases_as_they_land_agree_with_the_schedule_walk():
                 continue
             order = sorted(chosen, key=lambda c: (c.produced, c.key))
             ideal = step.live_array - ideal_off(step, chosen)
-            fast = _released_as_they_land(step, order, ideal, int(ideal.max()))
-            if fast is None:
+            ceiling = int(ideal.max())
+            release, end, over_at = _released_as_they_land(step, order, ideal, ceiling)
+            walked = _scheduled(step, order, ideal, ceiling)
+            if over_at is None:
+                taken += 1
+                assert release == walked[0] and end == pytest.approx(walked[1], abs=1e-9), (chosen, fw)
                 continue
-            taken += 1
-            walked = _scheduled(step, order, ideal, int(ideal.max()))
-            assert fast[0] == walked[0] and fast[1] == pytest.approx(walked[1], abs=1e-9), (chosen, fw)
-    assert taken > 1000  # the shortcut is the common case
+            resumed += 1
+            before = {key: at for key, at in release.items() if at < over_at}
+            assert _scheduled(step, order, ideal, ceiling, over_at, before) == walked, (chosen, fw)
+    assert taken > 1000 and resumed > 100  # the shortcut is the common case; the resumed walk is exercised
 
 
 def _walked_forward(fw_ms, host_ms, order, copy_ms, copy_host_ms):

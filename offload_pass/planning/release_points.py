@@ -42,6 +42,8 @@ def schedule_releases(
     ceiling: int,
     margin: float = RELOAD_MARGIN,
     safe: Optional[Sequence[bool]] = None,
+    start: int = 0,
+    released: Optional[dict[str, int]] = None,
 ) -> dict[str, int]:
     """For each forward copy, the index of the node its release goes after.
 
@@ -62,6 +64,12 @@ def schedule_releases(
     because waiting for one copy waits for every older one too: releasing
     those at the same point costs nothing more. A release never goes before
     ``free_from``; what is left at the end is released after the last node.
+
+    ``start``, ``released``: the walk resumed at node ``start``, where the
+    caller knows that the walk from node 0 releases ``released`` (copy:
+    node) before it, each as it lands, and nothing early: no wait, so the
+    clock there is the nodes' own times summed (the selection's searches
+    find that prefix without walking it, ``selection_model``).
     """
     last = len(node_ms) - 1
     if last < 0:
@@ -74,9 +82,11 @@ def schedule_releases(
         issued_at.setdefault(c.issued, []).append(c)
     rank = {c.key: i for i, c in enumerate(order)}
     walk = _ReleaseWalk(base_live, ceiling, safe, rank, margin, d2h_bytes_per_ms)
-    for k, ms in enumerate(node_ms):
+    if start:
+        walk.resume(node_ms[:start], [c for c in order if c.issued < start], released or {})
+    for k in range(start, len(node_ms)):
         walk.release_over_ceiling(k)
-        walk.run(ms, issued_at.get(k, ()))
+        walk.run(node_ms[k], issued_at.get(k, ()))
         if safe[k]:
             walk.release_landed(k, k == last)
     for c in walk.held:  # last used by the last node
@@ -110,6 +120,26 @@ class _ReleaseWalk:
     past_use_bytes: int = 0
     past_use: set[str] = dataclasses.field(default_factory=set)
     in_use: dict[int, list[CopyOut]] = dataclasses.field(default_factory=dict)
+
+    def resume(self, node_ms: Sequence[float], issued: Sequence[CopyOut], released: dict[str, int]) -> None:
+        """The walk's state after ``node_ms`` ran without a wait, ``issued``
+        (in issue order) copied out, the ``released`` ones released where
+        they landed."""
+        for ms in node_ms:
+            self.clock += ms
+            self.ends.append(self.clock)
+        start = len(self.ends)
+        for c in issued:
+            self.stream_free = max(self.ends[c.issued], self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
+            self.landed[c.key] = self.stream_free
+            if c.key in released:
+                self.release[c.key] = released[c.key]
+                continue
+            self.held.append(c)
+            if c.free_from < start:
+                self._past_use(c)
+            else:
+                self.in_use.setdefault(c.free_from, []).append(c)
 
     def release_over_ceiling(self, k: int) -> None:
         """Before node k: where the copies held would lift memory above the

@@ -96,58 +96,79 @@ def _forward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.nda
     producer on the walked clock, waits included. ``ideal``: the device
     bytes at each point with the copies off over their ideal intervals."""
     ceiling = int(ideal.max()) if len(ideal) else 0
-    fast = _released_as_they_land(step, order, ideal, ceiling)
-    return fast if fast is not None else _scheduled(step, order, ideal, ceiling)
+    release, forward_end, over_at = _released_as_they_land(step, order, ideal, ceiling)
+    if over_at is None:
+        return release, forward_end
+    return _scheduled(step, order, ideal, ceiling, over_at, {k: i for k, i in release.items() if i < over_at})
 
 
 def _released_as_they_land(
     step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray, ceiling: int
-) -> Optional[tuple[dict[str, int], float]]:
+) -> tuple[dict[str, int], float, Optional[int]]:
     """``_scheduled``'s result where no release has to come early: each copy
     released after the first node (not before its last forward use) by
     whose end ``schedule_releases`` deems it landed, the forward waiting
-    only, at its end, for the copies still running. None where the copies
-    held would lift memory over ``ceiling`` somewhere (the search then walks
-    ``schedule_releases`` itself). The common case, and a walk-free one."""
+    only, at its end, for the copies still running; and None. Where the
+    copies held would lift memory over ``ceiling``, the first node where
+    they would, instead of None: the walk's releases before it are these,
+    and ``schedule_releases`` walks on from there. The common case walk-free,
+    the other walked from its first early release on."""
     fw_end = step.fw_end
     n_fw = len(fw_end)
     if not n_fw:
-        return None
+        return {}, 0.0, 0
     stream = landed = 0.0
     margined = 0.0
     release: dict[str, int] = {}
     held = []
     for c in order:
-        duration = c.nbytes / step.d2h_bytes_per_ms
-        stream = max(fw_end[c.produced], stream) + duration
+        stream = max(fw_end[c.produced], stream) + c.nbytes / step.d2h_bytes_per_ms
         landed = max(landed, stream)
-        margined = max(fw_end[c.produced], margined) + RELOAD_MARGIN * duration
+        # As the walk computes it, to the last bit: the walk resumes from these.
+        margined = max(fw_end[c.produced], margined) + RELOAD_MARGIN * c.nbytes / step.d2h_bytes_per_ms
         at = min(bisect.bisect_left(fw_end, margined, c.free_from), n_fw - 1)
         release[c.key] = at
         # Held over the ideal before each node after its last forward use, up to its release.
         held.append((c.free_from + 1, at + 1, c.nbytes))
     extra = np.cumsum(_spans(n_fw, held))[1:n_fw]
-    if bool((ideal[1:n_fw] + extra > ceiling).any()):
-        return None
-    return release, max(fw_end[-1], landed)
+    over = np.flatnonzero(ideal[1:n_fw] + extra > ceiling)
+    if len(over):
+        return release, 0.0, int(over[0]) + 1
+    return release, max(fw_end[-1], landed), None
 
 
 def _scheduled(
-    step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray, ceiling: int
+    step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.ndarray, ceiling: int, start: int = 0,
+    released_before: Optional[dict[str, int]] = None,
 ) -> tuple[dict[str, int], float]:
     """The releases ``schedule_releases`` places, and the forward walked on
-    the copies' real landing times with the waits they cause."""
+    the copies' real landing times with the waits they cause; both from
+    node ``start`` on, where ``released_before`` holds the releases before
+    it, each made as its copy landed (no wait before ``start``)."""
     copies = [CopyOut(c.key, c.nbytes, c.produced, c.free_from) for c in order]
-    release = schedule_releases(step.fw_ms, ideal[: len(step.fw_ms)].tolist(), copies, step.d2h_bytes_per_ms, ceiling)
+    release = schedule_releases(
+        step.fw_ms, ideal[: len(step.fw_ms)].tolist(), copies, step.d2h_bytes_per_ms, ceiling,
+        start=start, released=released_before,
+    )
+    # A release the walk placed early goes after the node before the one
+    # memory would pass the ceiling at: the walked clock starts at the first
+    # release of the walk's own.
+    before = released_before or {}
+    start = min([start] + [release[c.key] for c in order if c.key not in before])
     issued: dict[int, list[Candidate]] = {}
     released: dict[int, list[Candidate]] = {}
-    for c in order:
-        issued.setdefault(c.produced, []).append(c)
-        released.setdefault(release[c.key], []).append(c)
-    clock = stream = 0.0
+    clock = step.fw_end[start - 1] if start else 0.0
+    stream = 0.0
     landed: dict[str, float] = {}
-    for k, ms in enumerate(step.fw_ms):
-        clock += ms
+    for c in order:
+        if c.produced < start:
+            stream = max(step.fw_end[c.produced], stream) + c.nbytes / step.d2h_bytes_per_ms
+            landed[c.key] = stream
+        else:
+            issued.setdefault(c.produced, []).append(c)
+        released.setdefault(release[c.key], []).append(c)
+    for k in range(start, len(step.fw_ms)):
+        clock += step.fw_ms[k]
         for c in issued.get(k, ()):
             stream = max(clock, stream) + c.nbytes / step.d2h_bytes_per_ms
             landed[c.key] = stream
