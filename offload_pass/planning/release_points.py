@@ -128,18 +128,12 @@ class _ReleaseWalk:
         for ms in node_ms:
             self.clock += ms
             self.ends.append(self.clock)
-        start = len(self.ends)
         for c in issued:
-            self.stream_free = max(self.ends[c.issued], self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
-            self.landed[c.key] = self.stream_free
+            self._copy_out(c)
             if c.key in released:
                 self.release[c.key] = released[c.key]
-                continue
-            self.held.append(c)
-            if c.free_from < start:
-                self._past_use(c)
             else:
-                self.in_use.setdefault(c.free_from, []).append(c)
+                self._hold(c)
 
     def release_over_ceiling(self, k: int) -> None:
         """Before node k: where the copies held would lift memory above the
@@ -174,15 +168,23 @@ class _ReleaseWalk:
         """The next node runs for ``ms``; then the copies it produces start."""
         self.clock += ms
         self.ends.append(self.clock)
-        k = len(self.ends) - 1
         for c in issued:
-            self.stream_free = max(self.clock, self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
-            self.landed[c.key] = self.stream_free
-            self.held.append(c)
-            if c.free_from < k:
-                self._past_use(c)
-            else:
-                self.in_use.setdefault(c.free_from, []).append(c)
+            self._copy_out(c)
+            self._hold(c)
+
+    def _copy_out(self, c: CopyOut) -> None:
+        """``c``'s copy queues on the device->host stream from its producer's end."""
+        self.stream_free = max(self.ends[c.issued], self.stream_free) + self.margin * c.nbytes / self.d2h_bytes_per_ms
+        self.landed[c.key] = self.stream_free
+
+    def _hold(self, c: CopyOut) -> None:
+        """``c`` held after the last node walked: counted past its last forward
+        use from the node after that use (``release_over_ceiling``)."""
+        self.held.append(c)
+        if c.free_from < len(self.ends) - 1:
+            self._past_use(c)
+        else:
+            self.in_use.setdefault(c.free_from, []).append(c)
 
     def release_landed(self, k: int, last: bool) -> None:
         """After safe node k: every copy past its last forward use that has
