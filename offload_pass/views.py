@@ -30,6 +30,7 @@ __all__ = [
     "view_base",
     "storage_root",
     "view_geometry",
+    "retrace_saved_views",
     "retrace_view_vals",
 ]
 
@@ -188,3 +189,15 @@ def _differs(old: object, new: object) -> bool:
     if not (_concrete(old) and _concrete(new)):
         return False
     return ViewGeometry.of(old) != ViewGeometry.of(new)  # type: ignore[arg-type]
+
+
+def retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule) -> list[str]:
+    """``retrace_view_vals`` over a forward, and the backward inputs its
+    corrected views are saved as given the same values: the names changed."""
+    changed = retrace_view_vals(fw_gm.graph)
+    if changed:
+        fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
+        for placeholder in bw_gm.graph.find_nodes(op="placeholder"):
+            if placeholder.name in changed:
+                placeholder.meta["val"] = fw_nodes[placeholder.name].meta["val"]
+    return changed

@@ -196,7 +196,7 @@ def _fake(peak):
     ],
 )
 def test_the_cut_search_finds_the_fewest_blocks_within_the_budget_in_few_partitions(peaks, budget, want):
-    from offload_pass.pipeline.search import _smallest_cut
+    from offload_pass.pipeline.deep_cuts import _smallest_cut
 
     tried = []
 
@@ -204,7 +204,7 @@ def test_the_cut_search_finds_the_fewest_blocks_within_the_budget_in_few_partiti
         tried.append(request.level.count)
         return _fake(peaks[request.level.count])
 
-    found = _smallest_cut(_fake(peaks[0]), run, budget, 8, False, set(), _fake(peaks[8]))
+    found = _smallest_cut(_fake(peaks[0]), run, budget, 8, False, set(), (8, peaks[8]))
     reaching = [a.plan.prediction.peak for a in found if a.plan.prediction.peak <= budget]
     assert min(reaching, default=peaks[8]) == peaks[want], tried
     assert len(tried) <= 4, tried  # bisection would take 3; the line through the ends lands in 1-2 on linear drops
@@ -234,7 +234,7 @@ def test_a_calibration_moves_a_cut_by_the_offset_of_the_nearest_partition_measur
     ],
 )
 def test_the_deep_cuts_tried_follow_what_offload_alone_reaches(first_peak, deepest_peak, want):
-    from offload_pass.pipeline.search import deep_attempts
+    from offload_pass.pipeline.deep_cuts import deep_attempts
 
     tried = []
 
@@ -254,7 +254,7 @@ def test_the_deep_cuts_tried_follow_what_offload_alone_reaches(first_peak, deepe
 
 
 def test_a_deepest_cut_that_saves_a_set_tried_still_tries_attention_kept():
-    from offload_pass.pipeline.search import deep_attempts
+    from offload_pass.pipeline.deep_cuts import deep_attempts
 
     tried = []
 
@@ -267,3 +267,26 @@ def test_a_deepest_cut_that_saves_a_set_tried_still_tries_attention_kept():
     assert tried == [(8, False), (8, True)]
     assert [a.plan.prediction.peak for a in attempts] == [40]
 
+
+
+def test_a_pruned_cut_counts_as_reaching_and_the_count_search_looks_below_it():
+    # Counts 3 and up cannot beat a partition already within the budget
+    # (pruned); the fewest blocks within it (2) are still found, and no
+    # count above a pruned one is partitioned.
+    from offload_pass.pipeline.deep_cuts import _smallest_cut
+    from offload_pass.planning.trial import Pruned
+
+    peaks = {c: 100 - 10 * c for c in range(0, 9)}
+    tried = []
+
+    def run(request, seen):
+        count = request.level.count
+        tried.append(count)
+        return Pruned(request.level, 1.0, 0.5, False) if count >= 3 else _fake(peaks[count])
+
+    found = _smallest_cut(_fake(peaks[0]), run, 80, 8, False, set(), (8, None))
+    assert len(found) == len([c for c in tried if c < 3])
+    assert min(c for c in tried if c < 3 and peaks[c] <= 80) == 2 and 1 in tried, tried
+    pruned = [c for c in tried if c >= 3]
+    assert pruned, tried
+    assert all(c < min(pruned) for c in tried if c not in pruned), tried

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 import offload_pass
+from offload_pass import views as views_module
 from offload_pass.pipeline import passes as backend_module
 from offload_pass.rewriting.invariants import OffloadInvariantError, check_rewrite
 from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, REPLACES_KEY
@@ -82,7 +83,7 @@ def graphs(rewritten):
 
 def test_check_catches_views_rebuilt_from_wrong_fake_values(monkeypatch):
     # Without re-tracing the views, the rebuilt k would start at offset 0.
-    monkeypatch.setattr(backend_module, "retrace_view_vals", lambda graph: [])
+    monkeypatch.setattr(views_module, "retrace_view_vals", lambda graph: [])
     with pytest.raises(Exception, match=r"permute_default_1_view rebuilds permute_default_1 as .*storage "
                                         r"offset 0.* but it was saved as .*storage offset 16"):
         _train(offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False))
@@ -184,7 +185,7 @@ def test_check_catches_a_chosen_offload_never_copied(graphs):
 
 
 def test_check_can_be_disabled_by_name(monkeypatch):
-    monkeypatch.setattr(backend_module, "retrace_view_vals", lambda graph: [])
+    monkeypatch.setattr(views_module, "retrace_view_vals", lambda graph: [])
     backend = offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False, disabled_passes=("invariants",))
     loss, grads = _train(backend)  # the wrong offsets run unchecked: the gradient differs
     _, want = _train("inductor")

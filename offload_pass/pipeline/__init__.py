@@ -1,12 +1,15 @@
 """The compile pipeline: an ordered list of named passes over one joint graph.
 
 ``passes.ATTEMPT_PASSES`` turn the joint graph into a planned, rewritten
-forward/backward pair: partition, saved_set, plan, predict, schedule,
-offload (the rewrite), invariants (its check), predict_after.
+forward/backward pair: partition, saved_set, plan, predict, prune (a
+partition that cannot be kept stops there), schedule, offload (the
+rewrite), invariants (its check), predict_after.
 ``search.SEARCH_PASSES`` then choose among such attempts: recompute
-(mode="budget"), auto_within_overhead and measured_floor (mode="auto"),
+(mode="budget", its partitions tried through ``attempts`` and
+``deep_cuts``), auto_within_overhead and measured_floor (mode="auto"),
 budget_check. Every pass has the signature ``(state, ctx) -> state``;
 ``passes.run_passes`` runs a list, skips those ``disabled_passes`` names
-(offload, invariants, recompute) and logs each at DEBUG. ``search.run_pipeline``
-runs both; the backend (``backend.py``) records the result.
+(offload, invariants, recompute, prune) and logs each at DEBUG.
+``search.run_pipeline`` runs both; the backend (``backend.py``) records the
+result.
 """

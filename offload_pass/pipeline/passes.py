@@ -38,7 +38,7 @@ from offload_pass.planning.timeline import Timeline, simulate_step
 from offload_pass.reporting.graph_text import render_graph
 from offload_pass.rewriting.invariants import check_rewrite
 from offload_pass.rewriting.rewrite import rewrite_graphs
-from offload_pass.views import retrace_view_vals
+from offload_pass.views import retrace_saved_views
 
 __all__ = [
     "ATTEMPT_PASSES", "Pass", "PassContext", "PassState", "PlanRequest", "run_attempt", "run_passes", "simulate",
@@ -55,12 +55,15 @@ class PlanRequest:
     partition is measured from the first partition's step), the first
     ``max_copies`` copies the selection chose, the slowdown it chooses
     within (``select_within``; None: the one allowed), or exactly the copies
-    of ``forced`` storages."""
+    of ``forced`` storages. ``beat_ms``: the step of a partition the search
+    already found within the budget; a partition whose own step without
+    offload stands above it is not planned (offload only adds to a step)."""
 
     level: Optional[Union[float, BlockCut]] = None
     max_copies: Optional[int] = None
     select_within: Optional[float] = None
     forced: Optional[frozenset[str]] = None
+    beat_ms: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +118,8 @@ class PassState:
     timeline_after: Optional[Timeline] = None
     recompute_tried: bool = False  # mode="budget": the recompute search ran
     floor: Optional[int] = None  # mode="budget": the lowest predicted peak of every partition the search tried
-    stopped: bool = False  # a pass ended the run (a saved set planned already)
+    stopped: bool = False  # a pass ended the run (a saved set planned already, or ``slower_than``)
+    slower_than: Optional[float] = None  # stopped: its own step stands above the request's ``beat_ms``
     changed_by: tuple[str, ...] = ()  # the passes that changed the graphs, in order
     notes: tuple = ()  # the search passes' SelectionNotes
 
@@ -196,7 +200,9 @@ def saved_set(state: PassState, ctx: PassContext) -> PassState:
     """Views re-traced, requested roles checked, the saved tensors collected;
     stops where this saved set was planned already (``ctx.seen``)."""
     fw_gm, bw_gm = state.fw_gm, state.bw_gm
-    _retrace_saved_views(fw_gm, bw_gm, ctx.graph_id)
+    changed = retrace_saved_views(fw_gm, bw_gm)
+    if changed:
+        log.debug("offload_pass: %s views re-traced from their storage: %s", ctx.graph_id, ", ".join(changed))
     mlp = mlp_roles(fw_gm.graph)
     check_requested_roles(fw_gm.graph, mlp)
     static = ctx.kwargs.get("static_lifetime_input_indices") or ()
@@ -253,6 +259,17 @@ def _between(ctx: PassContext) -> float:
 def _reference(state: PassState, ctx: PassContext) -> Optional[StepPrediction]:
     """The step every budget and report is measured from: the first partition's."""
     return ctx.reference or state.baseline
+
+
+def prune(state: PassState, ctx: PassContext) -> PassState:
+    """Stops where the partition's own step without offload stands above
+    the request's ``beat_ms``: the step simulator's step with offload is
+    never below it (offload adds waits and runtime ops, never removes
+    compute), so no plan on this partition could be kept."""
+    beat, baseline = ctx.request.beat_ms, state.baseline
+    if beat is None or baseline is None or baseline.step_ms <= beat:
+        return state
+    return dataclasses.replace(state, stopped=True, slower_than=beat)
 
 
 def schedule(state: PassState, ctx: PassContext) -> PassState:
@@ -319,6 +336,7 @@ ATTEMPT_PASSES: tuple[Pass, ...] = (
     Pass("saved_set", saved_set),
     Pass("plan", plan),
     Pass("predict", predict),
+    Pass(PassName.PRUNE, prune),
     Pass("schedule", schedule),
     Pass(PassName.OFFLOAD, offload, when_disabled=not_offloaded),
     Pass(PassName.INVARIANTS, invariants, requires=(PassName.OFFLOAD,)),
@@ -340,9 +358,11 @@ def with_host_limit(ctx: PassContext) -> PassContext:
 
 
 def run_attempt(ctx: PassContext) -> Optional[PassState]:
-    """``ATTEMPT_PASSES`` over ``ctx.joint`` as ``ctx.request`` asks (None: its saved set was planned already)."""
+    """``ATTEMPT_PASSES`` over ``ctx.joint`` as ``ctx.request`` asks (None:
+    its saved set was planned already; stopped with ``slower_than``: not
+    planned, ``prune``)."""
     state = run_passes(ATTEMPT_PASSES, PassState(), with_host_limit(ctx))
-    return None if state.stopped else state
+    return None if state.stopped and state.slower_than is None else state
 
 
 def simulate(
@@ -377,16 +397,3 @@ def _runs_on_cpu(fw_gm: fx.GraphModule, graph_id: str, profiled: bool) -> bool:
         graph_id,
     )
     return True
-
-
-def _retrace_saved_views(fw_gm: fx.GraphModule, bw_gm: fx.GraphModule, graph_id: str) -> None:
-    """Correct the fake values of forward views (``views.retrace_view_vals``)
-    and of the backward inputs they are saved as."""
-    changed = retrace_view_vals(fw_gm.graph)
-    if not changed:
-        return
-    fw_nodes = {n.name: n for n in fw_gm.graph.nodes}
-    for placeholder in bw_gm.graph.find_nodes(op="placeholder"):
-        if placeholder.name in changed:
-            placeholder.meta["val"] = fw_nodes[placeholder.name].meta["val"]
-    log.debug("offload_pass: %s views re-traced from their storage: %s", graph_id, ", ".join(changed))

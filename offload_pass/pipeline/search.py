@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import time
 from typing import Callable, Optional
 
 import torch
 import torch.fx as fx
 
 from offload_pass.enums import Mode, NoteCode, PassName
+from offload_pass.pipeline.attempts import Outcome, Run, Tried, partition_logged, trial_of
+from offload_pass.pipeline.deep_cuts import deep_attempts
 from offload_pass.pipeline.min_cuts import shared_min_cuts
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import (
@@ -29,12 +29,17 @@ from offload_pass.pipeline.passes import (
 )
 from offload_pass.planning.blocks import BlockCut, Blocks, find_blocks
 from offload_pass.planning.calibration import Calibration
+from offload_pass.planning.cut_bound import cut_step_bound
 from offload_pass.planning.recompute import (
     RECOMPUTE_LEVELS, Trial, choose_trial, levels_out_of_reach, levels_to_retry, newly_saved, recompute_entries,
     saved_again_above, search_goes_on,
 )
 from offload_pass.planning.saved_set import tensor_bytes
 from offload_pass.planning.scheduling import budget_bytes, check_budget
+from offload_pass.planning.trial import Pruned
+
+# mode="auto"'s searches: one attempt per request.
+Attempt = Callable[[PlanRequest], Optional[PassState]]
 
 __all__ = [
     "SEARCH_PASSES", "auto_within_overhead", "forward_inputs_bytes", "measured_floor_attempt", "recompute_for_budget",
@@ -46,8 +51,6 @@ log = logging.getLogger("offload_pass")
 # mode="auto", where the step simulator predicts the selection's choice over
 # the limit: the shares of the limit the selection chooses within once more.
 SELECT_WITHIN_SHARES = (0.5, 0.25)
-
-Run = Callable[..., Optional[PassState]]
 
 
 def _budget(state: PassState, ctx: PassContext) -> Optional[int]:
@@ -77,44 +80,31 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
+    prune = PassName.PRUNE not in ctx.config.disabled_passes
     with shared_min_cuts() as cuts:
-        kept = recompute_for_budget(state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration)
+        kept = recompute_for_budget(
+            state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration,
+            _cut_bound(state, ctx) if prune else None, prune,
+        )
     log.debug("offload_pass: %s mode=budget: min-cuts solved %d, shared %d", ctx.graph_id, cuts["solved"], cuts["shared"])
     return dataclasses.replace(kept, recompute_tried=True)
 
 
-def _trial(attempt: PassState) -> Trial:
-    """An attempt's partition as the step simulator predicts it."""
-    prediction = attempt.plan.prediction
-    return Trial(
-        attempt.plan.recompute_level, prediction.step_ms, prediction.peak, prediction.peak_offset,
-        attempt.plan.offloaded_bytes,
-    )
+def _cut_bound(first: PassState, ctx: PassContext) -> Optional[Callable[[BlockCut], Optional[float]]]:
+    """A block cut's step bound (``cut_bound.cut_step_bound``) from the first
+    partition's node times; None where there are none or the joint's
+    forward outputs are not counted."""
+    outputs = ctx.kwargs.get("num_fwd_outputs")
+    if first.times is None or first.baseline is None or outputs is None:
+        return None
 
+    def bound(cut: BlockCut) -> Optional[float]:
+        blocks = find_blocks(ctx.joint.graph)  # the partitions replace the joint's graph with a copy
+        if blocks is None or len(blocks) != cut.of:
+            return None
+        return cut_step_bound(ctx.joint.graph, blocks, cut, outputs, first.times, first.baseline.between_ms)
 
-def _named(level, described: Optional[str] = None) -> str:
-    """A partition in a log line: a block cut as it reads, a level as PyTorch's setting (``described``: its trial's figures)."""
-    text = described or format(level, "g")
-    return text if isinstance(level, BlockCut) else f"activation_memory_budget={text}"
-
-
-def _partition_logged(first: PassState, run: Run, level: float, seen: set) -> Optional[PassState]:
-    """One level of mode="budget"'s search, with a line of progress (each
-    level costs seconds to tens of seconds on a large model)."""
-    start = time.perf_counter()
-    attempt = run(PlanRequest(level=level), seen)
-    elapsed = time.perf_counter() - start
-    if attempt is None:
-        log.info(
-            "offload_pass: %s mode=budget: %s saves what a partition tried before saved "
-            "(partitioned in %.1f s)", first.plan.graph_id, _named(level), elapsed,
-        )
-    else:
-        log.info(
-            "offload_pass: %s mode=budget: %s (partitioned and planned in %.1f s)",
-            first.plan.graph_id, _named(level, _trial(attempt).describe()), elapsed,
-        )
-    return attempt
+    return bound
 
 
 def forward_inputs_bytes(joint: fx.GraphModule) -> Optional[int]:
@@ -162,7 +152,9 @@ def _partition_levels(
                 first.plan.graph_id, level, repeats[0], repeats[1],
             )
             continue
-        attempt = _partition_logged(first, run, level, seen)
+        attempt = partition_logged(first, run, level, seen)
+        if isinstance(attempt, Pruned):
+            break  # its recompute alone is slower than a partition within the budget: deeper levels recompute more
         if attempt is None:
             continue
         attempts.append(attempt)
@@ -171,81 +163,15 @@ def _partition_levels(
             saved_bytes, first_bytes, inputs_bytes
         )
         repeats = None if above is None else (level, above)
-        if not search_goes_on([_trial(a) for a in attempts[1:]], budget):
+        if not search_goes_on([trial_of(a) for a in attempts[1:]], budget):
             break
-    return attempts
-
-
-def _next_count(low: tuple[int, int], high: tuple[int, int], budget: int) -> int:
-    """The count to try between ``low`` (count, peak over the budget) and
-    ``high`` (count, peak within it): where the line through them crosses
-    the budget (a cut's peak falls about linearly in the blocks it
-    recomputes), strictly between the two."""
-    (c0, p0), (c1, p1) = low, high
-    guess = c0 + math.ceil((c1 - c0) * (p0 - budget) / max(p0 - p1, 1))
-    return min(max(guess, c0 + 1), c1 - 1)
-
-
-def _smallest_cut(
-    first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set, deepest: PassState
-) -> list:
-    """The partitions that recompute the last ``count`` blocks, searching
-    ``count`` over 1..``of`` for the smallest whose plan the step simulator
-    predicts within ``budget``, each guess where the line through the
-    nearest counts known to miss and to reach crosses the budget (from
-    offload alone, count 0, and the deepest cut): every attempt made."""
-    attempts = []
-    low = (0, first.plan.prediction.peak)
-    high = (of, deepest.plan.prediction.peak)
-    if keep_attention:
-        top = _partition_logged(first, run, BlockCut(of, of, True), seen)
-        if top is None or top.plan.prediction.peak > budget:
-            return [] if top is None else [top]
-        attempts.append(top)
-        high = (of, top.plan.prediction.peak)
-    while high[0] - low[0] > 1:
-        count = _next_count(low, high, budget)
-        attempt = _partition_logged(first, run, BlockCut(count, of, keep_attention), seen)
-        if attempt is None:  # the set of a partition tried: move on as if it missed
-            low = (count, low[1])
-            continue
-        attempts.append(attempt)
-        peak = attempt.plan.prediction.peak
-        if peak <= budget:
-            high = (count, peak)
-        else:
-            low = (count, peak)
-    return attempts
-
-
-def deep_attempts(first: PassState, run: Run, budget: int, blocks: Optional[Blocks], seen: set) -> list:
-    """The block partitions (``blocks.BlockCut``): the deepest first, every
-    block recomputed from its input. Where offload alone misses ``budget``
-    and the deepest cut reaches it, for attention recomputed and kept alike,
-    the fewest last blocks whose plan reaches it (``_smallest_cut``). Where
-    offload alone reaches it at a cost, the deepest cuts alone (attention
-    recomputed, then kept): recomputing a forward can cost less than the
-    copies and partial recompute the levels need. None without two blocks
-    in the graph."""
-    if blocks is None or len(blocks) < 2:
-        return []
-    of = len(blocks)
-    deepest = _partition_logged(first, run, BlockCut(of, of), seen)
-    if deepest is not None and deepest.plan.prediction.peak > budget:
-        return [deepest]
-    # The deepest cut saving a set tried before (None) may save another with attention kept.
-    if deepest is None or first.plan.prediction.peak <= budget:
-        kept = _partition_logged(first, run, BlockCut(of, of, True), seen)
-        return [a for a in (deepest, kept) if a is not None]
-    attempts = [deepest]
-    for keep_attention in (False, True):
-        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, deepest)
     return attempts
 
 
 def recompute_for_budget(
     first: PassState, run: Run, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None,
     blocks: Optional[Blocks] = None, calibration: Optional[Calibration] = None,
+    bound: Optional[Callable[[BlockCut], Optional[float]]] = None, prune: bool = True,
 ) -> PassState:
     """mode="budget": partition again under ``RECOMPUTE_LEVELS`` (less
     ``skip``, a re-plan's levels out of reach before; where no level tried
@@ -255,13 +181,18 @@ def recompute_for_budget(
     (``choose_trial``). ``run(request, seen)``: the attempt passes. The
     tensors the kept partition recomputes enter its plan as ``recompute``;
     every trial, the plan's ``recompute_trials``. ``calibration``: the one
-    this compile plans under, whose offsets move the skipped levels' peaks."""
+    this compile plans under, whose offsets move the skipped levels' peaks.
+    ``prune``: partitions that cannot be kept are not planned, block cuts
+    whose ``bound`` says so not made (``attempts.Tried``); a level pruned
+    ends the levels' search."""
     seen = {frozenset(t.name for t in first.saved)}
     skipped = {t.level for t in skip}
-    attempts = _partition_levels(first, run, budget, skipped, inputs_bytes, seen)
+    tried = Tried(budget, [first], bound, prune)
+    guarded = tried.guard(run)
+    attempts = _partition_levels(first, guarded, budget, skipped, inputs_bytes, seen)
 
-    def unskipped(request: PlanRequest, seen: set) -> Optional[PassState]:
-        return None if request.level in skipped else run(request, seen)
+    def unskipped(request: PlanRequest, seen: set) -> Outcome:
+        return None if request.level in skipped else guarded(request, seen)
 
     attempts += deep_attempts(first, unskipped, budget, blocks, seen)
     retried: tuple[Trial, ...] = ()
@@ -270,11 +201,11 @@ def recompute_for_budget(
         lowest = min(a.plan.prediction.peak for a in attempts)
         retried = levels_to_retry(skip, lowest, (lambda level: 0) if calibration is None else calibration.offset_for)
         for trial in retried:
-            attempt = _partition_logged(first, run, trial.level, seen)
-            if attempt is not None:
+            attempt = partition_logged(first, guarded, trial.level, seen)
+            if attempt is not None and not isinstance(attempt, Pruned):
                 attempts.append(attempt)
         skip = tuple(t for t in skip if t not in retried)
-    trials = [_trial(a) for a in attempts]
+    trials = [trial_of(a) for a in attempts]
     chosen = trials.index(choose_trial(trials, budget))
     attempt = attempts[chosen]
     plan = attempt.plan
@@ -283,7 +214,9 @@ def recompute_for_budget(
     plan.entries = plan.entries + recomputed
     plan.recompute_trials, plan.recompute_skipped = tuple(trials), skip
     floor = min(t.peak for t in trials)
-    made = note(NoteCode.RECOMPUTE, trials=tuple(trials), retried=retried, skipped=skip, floor=floor)
+    made = note(
+        NoteCode.RECOMPUTE, trials=tuple(trials), retried=retried, skipped=skip, floor=floor, pruned=tuple(tried.pruned)
+    )
     add_note(attempt, made)
     log.info("offload_pass: %s mode=budget: %s; kept %s", plan.graph_id, made, trials[chosen].level)
     attempt.floor = floor
@@ -299,7 +232,7 @@ def within_overhead(state: PassState, ctx: PassContext) -> PassState:
     )
 
 
-def _bisect_prefix(first: PassState, run: Run, within: Callable[[PassState], bool]) -> PassState:
+def _bisect_prefix(first: PassState, run: Attempt, within: Callable[[PassState], bool]) -> PassState:
     """The longest prefix of the selection's greedy order the step simulator
     predicts within the limit, by bisection (no copies always is)."""
     low, high, best = 0, len(first.plan.groups) - 1, None
@@ -313,7 +246,7 @@ def _bisect_prefix(first: PassState, run: Run, within: Callable[[PassState], boo
     return best or run(PlanRequest(max_copies=0))
 
 
-def auto_within_overhead(first: PassState, run: Run, limit: float) -> PassState:
+def auto_within_overhead(first: PassState, run: Attempt, limit: float) -> PassState:
     """mode="auto": the selection chooses with its coarse model; the step
     simulator, which every report quotes, has the last word. Where it
     predicts the rewritten step over ``limit``, two candidates: the longest
@@ -356,7 +289,7 @@ def measured_floor(state: PassState, ctx: PassContext) -> PassState:
     return measured_floor_attempt(state, lambda request: run_attempt(dataclasses.replace(ctx, request=request)), ctx.floor)
 
 
-def measured_floor_attempt(first: PassState, run: Run, floor) -> PassState:
+def measured_floor_attempt(first: PassState, run: Attempt, floor) -> PassState:
     """mode="auto": where a set of copies of this graph ran and measured
     within max_overhead (``floor``: ``feedback.memory.measured_floor``) and
     the selection's choice predicts a higher peak than that set planned

@@ -46,7 +46,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 from offload_pass.marking.naming import clean_dynamo_path
 from offload_pass.planning.saved_set import is_tangent
 
-__all__ = ["ATTENTION_OPS", "BlockCut", "Blocks", "cut_tags", "find_blocks", "forward_nodes"]
+__all__ = ["ATTENTION_OPS", "BlockCut", "Blocks", "cut_policies", "cut_tags", "find_blocks", "forward_nodes"]
 
 _TAG_KEYS = ("recompute", "ac_graph_id")
 _INDEXED = re.compile(r"^(.*)\.(\d+)$")
@@ -173,6 +173,21 @@ def _output_of_attention(node: fx.Node) -> bool:
     return node.target is operator.getitem and isinstance(node.args[0], fx.Node) and _is_attention(node.args[0])
 
 
+def cut_policies(blocks: Blocks, cut: BlockCut) -> list[tuple[int, fx.Node, CheckpointPolicy]]:
+    """The tags ``cut_tags`` gives: (block rank, node, policy) for every node
+    of the last ``cut.count`` blocks it tags, in block order; attention's
+    kernels ``MUST_SAVE`` where ``cut.keep_attention``, the rest
+    ``PREFER_RECOMPUTE`` (which PyTorch's partitioner reads as must-recompute)."""
+    first = len(blocks) - cut.count
+    # Chosen before any is tagged: a getitem follows its op as the user's tags left it.
+    return [
+        (rank, node, CheckpointPolicy.MUST_SAVE if cut.keep_attention and _is_attention(node)
+         else CheckpointPolicy.PREFER_RECOMPUTE)
+        for rank, block in enumerate(blocks.nodes[first:], start=first) for node in block
+        if not (_never_tagged(node) or (cut.keep_attention and _output_of_attention(node)))
+    ]
+
+
 @contextlib.contextmanager
 def cut_tags(joint: fx.GraphModule, blocks: Blocks, cut: BlockCut) -> Iterator[int]:
     """Tag the last ``cut.count`` blocks' forward nodes for recompute (each
@@ -192,16 +207,10 @@ def cut_tags(joint: fx.GraphModule, blocks: Blocks, cut: BlockCut) -> Iterator[i
     # exit, every node of the graph the joint then has, matched by name,
     # gets back the keys it had.
     before = {n.name: {k: n.meta[k] for k in _TAG_KEYS if k in n.meta} for n in joint.graph.nodes}
-    first = len(blocks) - cut.count
-    # Chosen before any is tagged: a getitem follows its op as the user's tags left it.
-    chosen = [
-        (rank, node) for rank, block in enumerate(blocks.nodes[first:], start=first) for node in block
-        if not (_never_tagged(node) or (cut.keep_attention and _output_of_attention(node)))
-    ]
+    chosen = cut_policies(blocks, cut)
     try:
-        for rank, node in chosen:
-            save = cut.keep_attention and _is_attention(node)
-            node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+        for rank, node, policy in chosen:
+            node.meta["recompute"] = policy
             node.meta["ac_graph_id"] = rank
         yield len(chosen)
     finally:

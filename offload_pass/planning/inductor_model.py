@@ -13,14 +13,14 @@ measurement it came from.
 from __future__ import annotations
 
 import operator
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.fx as fx
 
 from offload_pass.views import is_view_node
 
-__all__ = ["fused_away", "in_place_slots", "is_extern", "safe_slots"]
+__all__ = ["fused_away", "in_place_slots", "is_extern", "safe_slots", "written_whatever_partition"]
 
 
 # Gathers that Inductor lowers to pointwise loads with computed indices: they
@@ -44,15 +44,18 @@ def _fusable(node: fx.Node) -> bool:
     return torch.Tag.pointwise in tags
 
 
-def _read_in_memory(node: fx.Node) -> bool:
-    """Does some consumer need ``node``'s value written to memory: the graph
-    output, an op Inductor does not fuse (matmuls, attention, custom ops), or
-    a view through which one of those reads it."""
+def _read_in_memory(node: fx.Node, among: Callable[[fx.Node], bool] = lambda user: True) -> bool:
+    """Does some consumer (of those ``among`` admits) need ``node``'s value
+    written to memory: the graph output, an op Inductor does not fuse
+    (matmuls, attention, custom ops), or a view through which one of those
+    reads it."""
     for user in node.users:
+        if not among(user):
+            continue
         if user.op != "call_function":
             return True
         if is_view_node(user):
-            if _read_in_memory(user):
+            if _read_in_memory(user, among):
                 return True
             continue
         tags = getattr(user.target, "tags", ())
@@ -68,6 +71,17 @@ def fused_away(node: fx.Node) -> bool:
     if node.op != "call_function" or is_view_node(node) or not _fusable(node) or not node.users:
         return False
     return not _read_in_memory(node)
+
+
+def written_whatever_partition(node: fx.Node, among: Callable[[fx.Node], bool]) -> bool:
+    """Does ``node`` cost a kernel and its write in every graph that holds
+    it with the consumers ``among`` admits (a partition's graph holds a node
+    with those of its joint-graph consumers that run in the same graph, and
+    perhaps more): anything Inductor does not fuse, or a pointwise result
+    one of those consumers reads in memory. Views: never."""
+    if node.op != "call_function" or is_view_node(node):
+        return False
+    return not _fusable(node) or _read_in_memory(node, among)
 
 
 def is_extern(node: fx.Node) -> bool:

@@ -114,6 +114,10 @@ def _recompute(d: dict) -> str:
             "; not tried again, out of reach before (as predicted then, their calibration's offsets in): "
             + ", ".join(t.describe() for t in d["skipped"])
         )
+    if d.get("pruned"):
+        tried += "; not planned, unable to beat the fastest within the budget: " + ", ".join(
+            p.describe() for p in d["pruned"]
+        )
     floor = d.get("floor")
     floor_text = "" if floor is None else f"; the lowest peak among them: {format_bytes(floor)}"
     return f"offload plus recompute; predicted per partition tried: {tried}{floor_text}"

@@ -3,7 +3,8 @@
 Takes: a recompute level and the prediction of the step planned on that
 level's partition. Gives ``Trial``, plain data: what ``recompute`` chooses
 among and what the plan keeps of every partition tried
-(``OffloadPlan.recompute_trials``).
+(``OffloadPlan.recompute_trials``); and ``Pruned``: a partition the search
+did not plan (or did not make) because its step could not beat one it had.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from offload_pass.units import format_bytes
 if TYPE_CHECKING:
     from offload_pass.planning.blocks import BlockCut
 
-__all__ = ["Trial"]
+__all__ = ["Pruned", "Trial"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,3 +41,21 @@ class Trial:
         level = "1.0 (none)" if self.level is None else format(self.level, "g")
         copied = f", {format_bytes(self.copied_bytes)} copied" if self.copied_bytes else ""
         return f"{level}: {self.step_ms:.2f} ms, {format_bytes(self.peak)}{copied}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruned:
+    """A partition mode="budget"'s search left unplanned: its step could not
+    be below ``beat_ms``, the fastest it had found within the budget.
+    ``bound_ms``: the least step it could have (``made`` False: the block
+    cut's bound, ``cut_bound.cut_step_bound``, and it was not partitioned;
+    True: its own step without offload, and offload was not planned on it)."""
+
+    level: Union[float, "BlockCut"]
+    bound_ms: float
+    beat_ms: float
+    made: bool
+
+    def describe(self) -> str:
+        what = "its step without offload" if self.made else "its bound before partitioning"
+        return f"{format(self.level, 'g')} ({what} {self.bound_ms:.2f} ms > {self.beat_ms:.2f} ms)"

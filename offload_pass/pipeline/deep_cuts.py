@@ -1,0 +1,110 @@
+"""mode="budget"'s block cuts: which ``BlockCut`` partitions the recompute search makes.
+
+Takes: the first attempt (offload on the partition as configured), a
+``attempts.Run``, the budget and the number of blocks. Gives
+``deep_attempts``: the block-cut attempts planned, the deepest first, then
+the fewest last blocks whose plan reaches the budget (``_smallest_cut``).
+
+A cut the run pruned (``attempts.Pruned``: it could not beat a partition
+already within the budget) counts as reaching for the count search: no
+cut recomputing more blocks could beat it either (each recomputes what it
+does and more), so the search looks below it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from offload_pass.pipeline.attempts import Run, partition_logged
+from offload_pass.pipeline.passes import PassState
+from offload_pass.planning.blocks import BlockCut
+from offload_pass.planning.trial import Pruned
+
+__all__ = ["deep_attempts"]
+
+# A count known to reach the budget (or to be pruned: its peak None) and
+# one known to miss it, each with its plan's predicted peak.
+Known = tuple[int, Optional[int]]
+
+
+def _next_count(low: Known, high: Known, budget: int) -> int:
+    """The count to try between ``low`` (count, peak over the budget) and
+    ``high`` (count, peak within it): where the line through them crosses
+    the budget (a cut's peak falls about linearly in the blocks it
+    recomputes), strictly between the two; halfway where a peak is not known."""
+    (c0, p0), (c1, p1) = low, high
+    if p0 is None or p1 is None:
+        guess = (c0 + c1) // 2
+    else:
+        guess = c0 + math.ceil((c1 - c0) * (p0 - budget) / max(p0 - p1, 1))
+    return min(max(guess, c0 + 1), c1 - 1)
+
+
+def _peak(attempt: PassState) -> int:
+    return attempt.plan.prediction.peak
+
+
+def _smallest_cut(
+    first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set, deepest: Known
+) -> list:
+    """The partitions that recompute the last ``count`` blocks, searching
+    ``count`` over 1..``of`` for the smallest whose plan the step simulator
+    predicts within ``budget``, each guess where the line through the
+    nearest counts known to miss and to reach crosses the budget (from
+    offload alone, count 0, and ``deepest``, the deepest cut's count and
+    peak): every attempt planned."""
+    attempts = []
+    low: Known = (0, _peak(first))
+    high: Known = deepest
+    if keep_attention:
+        top = partition_logged(first, run, BlockCut(of, of, True), seen)
+        if top is None or (not isinstance(top, Pruned) and _peak(top) > budget):
+            return [] if top is None else [top]
+        if isinstance(top, Pruned):
+            high = (of, None)
+        else:
+            attempts.append(top)
+            high = (of, _peak(top))
+    while high[0] - low[0] > 1:
+        count = _next_count(low, high, budget)
+        attempt = partition_logged(first, run, BlockCut(count, of, keep_attention), seen)
+        if attempt is None:  # the set of a partition tried: move on as if it missed
+            low = (count, low[1])
+        elif isinstance(attempt, Pruned):
+            high = (count, None)
+        else:
+            attempts.append(attempt)
+            if _peak(attempt) <= budget:
+                high = (count, _peak(attempt))
+            else:
+                low = (count, _peak(attempt))
+    return attempts
+
+
+def deep_attempts(first: PassState, run: Run, budget: int, blocks, seen: set) -> list:
+    """The block partitions (``blocks.BlockCut``): the deepest first, every
+    block recomputed from its input. Where offload alone misses ``budget``
+    and the deepest cut reaches it (or was pruned), for attention recomputed
+    and kept alike, the fewest last blocks whose plan reaches it
+    (``_smallest_cut``). Where offload alone reaches it at a cost, the
+    deepest cuts alone (attention recomputed, then kept): recomputing a
+    forward can cost less than the copies and partial recompute the levels
+    need. Nothing without two blocks in the graph. Returns the attempts
+    planned."""
+    if blocks is None or len(blocks) < 2:
+        return []
+    of = len(blocks)
+    deepest = partition_logged(first, run, BlockCut(of, of), seen)
+    pruned = isinstance(deepest, Pruned)
+    if deepest is not None and not pruned and _peak(deepest) > budget:
+        return [deepest]
+    # The deepest cut saving a set tried before (None) may save another with attention kept.
+    if deepest is None or _peak(first) <= budget:
+        kept = partition_logged(first, run, BlockCut(of, of, True), seen)
+        return [a for a in (deepest, kept) if a is not None and not isinstance(a, Pruned)]
+    attempts = [] if pruned else [deepest]
+    high: Known = (of, None) if pruned else (of, _peak(deepest))
+    for keep_attention in (False, True):
+        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, high)
+    return attempts
