@@ -204,7 +204,7 @@ def test_the_cut_search_finds_the_fewest_blocks_within_the_budget_in_few_partiti
         tried.append(request.level.count)
         return _fake(peaks[request.level.count])
 
-    found = _smallest_cut(_fake(peaks[0]), run, budget, 8, False, set(), (8, peaks[8]))
+    found = _smallest_cut(_fake(peaks[0]), run, budget, 8, False, set(), 8, _fake(peaks[8]))
     reaching = [a.plan.prediction.peak for a in found if a.plan.prediction.peak <= budget]
     assert min(reaching, default=peaks[8]) == peaks[want], tried
     assert len(tried) <= 4, tried  # bisection would take 3; the line through the ends lands in 1-2 on linear drops
@@ -284,7 +284,7 @@ def test_a_pruned_cut_counts_as_reaching_and_the_count_search_looks_below_it():
         tried.append(count)
         return Pruned(request.level, 1.0, 0.5, False) if count >= 3 else _fake(peaks[count])
 
-    found = _smallest_cut(_fake(peaks[0]), run, 80, 8, False, set(), (8, None))
+    found = _smallest_cut(_fake(peaks[0]), run, 80, 8, False, set(), 8)
     assert len(found) == len([c for c in tried if c < 3])
     assert min(c for c in tried if c < 3 and peaks[c] <= 80) == 2 and 1 in tried, tried
     pruned = [c for c in tried if c >= 3]

@@ -169,6 +169,8 @@ def test_nothing_is_pruned_before_a_partition_reaches_the_budget_and_a_cut_over_
     # A level stopped by the prune pass is recorded with its own step, and not as an attempt.
     assert guarded(PlanRequest(level=0.5), set()) == Pruned(0.5, 12.0, 9.0, True)
     assert len(tried.attempts) == 3 and len(tried.pruned) == 2
+    # The most blocks worth a cut: bound 6 + count stays within 9.0 up to 3 of them.
+    assert tried.most_blocks(4, False) == 3 and Tried(budget=100, attempts=[_attempt(10.0, 120)]).most_blocks(4, True) == 4
     # Disabled: nothing pruned, no step to beat.
     off = Tried(budget=100, attempts=[_attempt(9.0, 90)], bound=lambda cut: 100.0, prune=False)
     asked.clear()

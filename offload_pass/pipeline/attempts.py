@@ -72,6 +72,24 @@ class Tried:
         ]
         return min(steps, default=None) if self.prune else None
 
+    def most_blocks(self, of: int, keep_attention: bool) -> int:
+        """The most of ``of`` blocks a cut may recompute with its bound not
+        above the step to beat (``of`` where nothing is pruned; 0: none).
+        A cut of more blocks recomputes all a cut of fewer does, so the
+        bound grows with the count: bisected."""
+        beat = self.beat_ms()
+        if beat is None or self.bound is None:
+            return of
+        low, high = 0, of
+        while low < high:
+            count = (low + high + 1) // 2
+            bound = self.bound(BlockCut(count, of, keep_attention))
+            if bound is None or bound <= beat:
+                low = count
+            else:
+                high = count - 1
+        return low
+
     def guard(self, run: Callable[[PlanRequest, set], Optional[PassState]]) -> Run:
         """``run`` with the pruning of the module docstring; every attempt it plans joins ``attempts``."""
 

@@ -8,13 +8,15 @@ the fewest last blocks whose plan reaches the budget (``_smallest_cut``).
 A cut the run pruned (``attempts.Pruned``: it could not beat a partition
 already within the budget) counts as reaching for the count search: no
 cut recomputing more blocks could beat it either (each recomputes what it
-does and more), so the search looks below it.
+does and more), so the search looks below it; where the deepest cut was
+pruned, the search starts from the most blocks whose bound lets them beat
+that partition (``attempts.Tried.most_blocks``), not from the middle.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 from offload_pass.pipeline.attempts import Run, partition_logged
 from offload_pass.pipeline.passes import PassState
@@ -46,26 +48,30 @@ def _peak(attempt: PassState) -> int:
 
 
 def _smallest_cut(
-    first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set, deepest: Known
+    first: PassState, run: Run, budget: int, of: int, keep_attention: bool, seen: set, top: int,
+    known: Optional[PassState] = None,
 ) -> list:
     """The partitions that recompute the last ``count`` blocks, searching
-    ``count`` over 1..``of`` for the smallest whose plan the step simulator
-    predicts within ``budget``, each guess where the line through the
-    nearest counts known to miss and to reach crosses the budget (from
-    offload alone, count 0, and ``deepest``, the deepest cut's count and
-    peak): every attempt planned."""
+    ``count`` over 1..``top`` (the most blocks worth recomputing) for the
+    smallest whose plan the step simulator predicts within ``budget``, each
+    guess where the line through the nearest counts known to miss and to
+    reach crosses the budget (from offload alone, count 0, and the cut at
+    ``top``: ``known`` where planned already, else partitioned here; one
+    missing the budget ends the search): every attempt planned here."""
+    if top < 1:
+        return []
     attempts = []
     low: Known = (0, _peak(first))
-    high: Known = deepest
-    if keep_attention:
-        top = partition_logged(first, run, BlockCut(of, of, True), seen)
-        if top is None or (not isinstance(top, Pruned) and _peak(top) > budget):
-            return [] if top is None else [top]
-        if isinstance(top, Pruned):
-            high = (of, None)
-        else:
-            attempts.append(top)
-            high = (of, _peak(top))
+    at_top = known or partition_logged(first, run, BlockCut(top, of, keep_attention), seen)
+    if at_top is None:
+        return []
+    if isinstance(at_top, Pruned):
+        high: Known = (top, None)
+    else:
+        attempts += [] if known is not None else [at_top]
+        if _peak(at_top) > budget:
+            return attempts
+        high = (top, _peak(at_top))
     while high[0] - low[0] > 1:
         count = _next_count(low, high, budget)
         attempt = partition_logged(first, run, BlockCut(count, of, keep_attention), seen)
@@ -82,16 +88,19 @@ def _smallest_cut(
     return attempts
 
 
-def deep_attempts(first: PassState, run: Run, budget: int, blocks, seen: set) -> list:
+def deep_attempts(
+    first: PassState, run: Run, budget: int, blocks, seen: set, most: Optional[Callable[[bool], int]] = None
+) -> list:
     """The block partitions (``blocks.BlockCut``): the deepest first, every
     block recomputed from its input. Where offload alone misses ``budget``
     and the deepest cut reaches it (or was pruned), for attention recomputed
     and kept alike, the fewest last blocks whose plan reaches it
-    (``_smallest_cut``). Where offload alone reaches it at a cost, the
-    deepest cuts alone (attention recomputed, then kept): recomputing a
-    forward can cost less than the copies and partial recompute the levels
-    need. Nothing without two blocks in the graph. Returns the attempts
-    planned."""
+    (``_smallest_cut``), searched up to ``most(keep_attention)`` blocks (the
+    most whose bound lets them beat a partition within the budget; all where
+    None). Where offload alone reaches it at a cost, the deepest cuts alone
+    (attention recomputed, then kept): recomputing a forward can cost less
+    than the copies and partial recompute the levels need. Nothing without
+    two blocks in the graph. Returns the attempts planned."""
     if blocks is None or len(blocks) < 2:
         return []
     of = len(blocks)
@@ -104,7 +113,8 @@ def deep_attempts(first: PassState, run: Run, budget: int, blocks, seen: set) ->
         kept = partition_logged(first, run, BlockCut(of, of, True), seen)
         return [a for a in (deepest, kept) if a is not None and not isinstance(a, Pruned)]
     attempts = [] if pruned else [deepest]
-    high: Known = (of, None) if pruned else (of, _peak(deepest))
     for keep_attention in (False, True):
-        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, high)
+        known = None if keep_attention or pruned else deepest
+        top = of if known is not None or most is None else most(keep_attention)
+        attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, top, known)
     return attempts

@@ -194,7 +194,8 @@ def recompute_for_budget(
     def unskipped(request: PlanRequest, seen: set) -> Outcome:
         return None if request.level in skipped else guarded(request, seen)
 
-    attempts += deep_attempts(first, unskipped, budget, blocks, seen)
+    most = None if blocks is None else (lambda keep_attention: tried.most_blocks(len(blocks), keep_attention))
+    attempts += deep_attempts(first, unskipped, budget, blocks, seen, most)
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.
