@@ -93,16 +93,24 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
 def _cut_bound(first: PassState, ctx: PassContext) -> Optional[Callable[[BlockCut], Optional[float]]]:
     """A block cut's step bound (``cut_bound.cut_step_bound``) from the first
     partition's node times; None where there are none or the joint's
-    forward outputs are not counted."""
+    forward outputs are not counted. Each cut's bound is computed once per
+    graph the joint holds (the count search and the run ask for the same
+    cuts; a partition replaces the joint's graph with a copy)."""
     outputs = ctx.kwargs.get("num_fwd_outputs")
     if first.times is None or first.baseline is None or outputs is None:
         return None
+    known: dict = {"graph": None, "blocks": None, "bounds": {}}
 
     def bound(cut: BlockCut) -> Optional[float]:
-        blocks = find_blocks(ctx.joint.graph)  # the partitions replace the joint's graph with a copy
+        graph = ctx.joint.graph
+        if known["graph"] is not graph:
+            known.update(graph=graph, blocks=find_blocks(graph), bounds={})
+        blocks, bounds = known["blocks"], known["bounds"]
         if blocks is None or len(blocks) != cut.of:
             return None
-        return cut_step_bound(ctx.joint.graph, blocks, cut, outputs, first.times, first.baseline.between_ms)
+        if cut not in bounds:
+            bounds[cut] = cut_step_bound(graph, blocks, cut, outputs, first.times, first.baseline.between_ms)
+        return bounds[cut]
 
     return bound
 
