@@ -10,6 +10,9 @@ the joint graph's size, the predicted peaks and step, the kept recompute
 level and the run's peak RSS; with ``--profile`` the top functions by
 cumulative and own time. ``--no-recompute`` disables mode="budget"'s
 recompute search: one partition planned, the cost of one attempt.
+``--pytorch-exact-cut``: PyTorch's partitioner is timed with its min-cuts
+solved as the pipeline solves them (``pipeline.min_cuts.exact_min_cuts``),
+not by networkx: what the partitioner takes apart from the solver.
 
 Each run is a fresh process (its RSS its own). The model is built on the
 meta device (``examples.models.llama3_8b_shape``): nothing of it is
@@ -27,8 +30,23 @@ import subprocess
 import sys
 
 
+def _pytorch_exact_cut() -> None:
+    """The planner's timed PyTorch partition under ``exact_min_cuts``."""
+    from offload_pass.offline import planner
+    from offload_pass.pipeline.min_cuts import exact_min_cuts
+
+    stock = planner.min_cut_rematerialization_partition
+
+    def exact(*args, **kwargs):
+        with exact_min_cuts():
+            return stock(*args, **kwargs)
+
+    planner.min_cut_rematerialization_partition = exact
+
+
 def _one(
-    seq: int, layers: int, mode: str, budget: float, profile_name: str, profile: bool, no_recompute: bool = False
+    seq: int, layers: int, mode: str, budget: float, profile_name: str, profile: bool, no_recompute: bool = False,
+    pytorch_exact_cut: bool = False,
 ) -> dict:
     """One run in this process: the plan's figures as a dict."""
     import cProfile
@@ -44,6 +62,8 @@ def _one(
     config = OffloadConfig(mode=mode, memory_budget=budget) if mode == "budget" else OffloadConfig(mode=mode)
     if no_recompute:
         config = config.replace(disabled_passes=("recompute",))
+    if pytorch_exact_cut:
+        _pytorch_exact_cut()
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
@@ -52,7 +72,7 @@ def _one(
         profiler.disable()
     result = {
         "seq": seq, "layers": layers, "mode": mode, "memory_budget": budget, "device_profile": profile_name,
-        "pytorch_budget": PYTORCH_BUDGET, "no_recompute": no_recompute, "trace_s": made.trace_s, "planning_s": made.planning_s,
+        "pytorch_budget": PYTORCH_BUDGET, "no_recompute": no_recompute, "pytorch_exact_cut": pytorch_exact_cut, "trace_s": made.trace_s, "planning_s": made.planning_s,
         "pytorch_partition_s": made.pytorch_partition_s,
         "planning_cpu_s": sum(g.planning_cpu_s for g in made.graphs),
         "pytorch_partition_cpu_s": sum(g.pytorch_partition_cpu_s for g in made.graphs),
@@ -94,7 +114,9 @@ def _run(seq: int, layers: int, args: argparse.Namespace) -> dict:
     command = [
         sys.executable, os.path.abspath(__file__), "--one", f"{seq},{layers}", "--mode", args.mode,
         "--memory-budget", str(args.memory_budget), "--device-profile", args.device_profile,
-    ] + (["--profile"] if args.profile else []) + (["--no-recompute"] if args.no_recompute else [])
+    ] + (["--profile"] if args.profile else []) + (["--no-recompute"] if args.no_recompute else []) + (
+        ["--pytorch-exact-cut"] if args.pytorch_exact_cut else []
+    )
     if args.cpu is not None:
         command = ["taskset", "-c", str(args.cpu)] + command
     done = subprocess.run(command, capture_output=True, text=True)
@@ -113,13 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", type=int, help="pin each run to this CPU (taskset)")
     p.add_argument("--profile", action="store_true", help="cProfile the planning")
     p.add_argument("--no-recompute", action="store_true", help="disable the recompute search: one partition")
+    p.add_argument("--pytorch-exact-cut", action="store_true", help="time PyTorch's partitioner with the exact min-cut")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
         seq, layers = (int(v) for v in args.one.split(","))
         print(json.dumps(_one(
-            seq, layers, args.mode, args.memory_budget, args.device_profile, args.profile, args.no_recompute
+            seq, layers, args.mode, args.memory_budget, args.device_profile, args.profile, args.no_recompute,
+            args.pytorch_exact_cut,
         )))
         return 0
     results = []

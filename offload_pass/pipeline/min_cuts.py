@@ -1,11 +1,20 @@
-"""The min-cuts a recompute search shares: each solved once per joint graph.
+"""The min-cuts PyTorch's partitioner solves for the pipeline: exactly, fast, and once.
 
-Takes: nothing but the scope of one search over partitions of one joint
-graph. Gives ``shared_min_cuts()``, a context manager under which PyTorch's
-partitioner solves each distinct min-cut once and answers it again from
-memory for the partitions after.
+Takes: nothing but the scope of the pipeline's partitions. Gives two
+context managers: ``exact_min_cuts()``, under which the partitioner's
+``networkx.minimum_cut`` is answered by ``planning.max_flow`` (the same
+cut: see there), and ``shared_min_cuts()``, under which it solves each
+distinct min-cut once and answers it again from memory for the partitions
+after.
 
-Why: under ``activation_memory_budget`` below 1, PyTorch's partitioner
+Why exact_min_cuts: networkx's preflow-push takes about a second per cut
+on an 8B-sized joint graph, most of a partition's time; the partitions
+around it are then the same, only sooner. Where a call is not the
+partitioner's kind (capacities other than ints, a multigraph, a source or
+sink missing, an unbounded path), networkx answers it, so its errors are
+the ones PyTorch reports.
+
+Why shared_min_cuts: under ``activation_memory_budget`` below 1, PyTorch's partitioner
 solves up to three min-cuts that do not depend on the budget (the default
 bans, then two more aggressive option sets) before the knapsack's own one;
 mode="budget"'s search partitions the same joint at up to ten levels, so
@@ -33,14 +42,18 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import math
 import threading
-from typing import Iterator
+from typing import Iterator, Optional
 
+import networkx as nx
 import torch
 import torch.fx as fx
 from torch._functorch import partitioners
 
-__all__ = ["shared_min_cuts"]
+from offload_pass.planning.max_flow import FlowGraph, min_cut
+
+__all__ = ["exact_min_cuts", "shared_min_cuts"]
 
 log = logging.getLogger("offload_pass")
 
@@ -125,3 +138,53 @@ def shared_min_cuts() -> Iterator[dict]:
         # Put back what was there, unless another search replaced it since (its exit puts back ours).
         if partitioners.solve_min_cut is solve:
             partitioners.solve_min_cut = original
+
+
+def _flow_graph(graph, source, sink) -> Optional[tuple[FlowGraph, list]]:
+    """``graph`` (a networkx DiGraph, capacity attribute "capacity", absent
+    or inf: unbounded) as a ``FlowGraph`` and its vertices in index order;
+    None where networkx should answer (see the module docstring)."""
+    if type(graph) is not nx.DiGraph or source not in graph or sink not in graph or source == sink:
+        return None
+    vertices = list(graph)
+    index = {v: i for i, v in enumerate(vertices)}
+    tails, heads, capacities = [], [], []
+    for tail, head, data in graph.edges(data=True):
+        cap = data.get("capacity", math.inf)
+        if cap == math.inf:
+            cap = None
+        elif type(cap) is not int or cap < 0:
+            return None
+        tails.append(index[tail])
+        heads.append(index[head])
+        capacities.append(cap)
+    return FlowGraph(len(vertices), tuple(tails), tuple(heads), tuple(capacities)), vertices
+
+
+@contextlib.contextmanager
+def exact_min_cuts() -> Iterator[dict]:
+    """Within the block, ``networkx.minimum_cut(graph, source, sink)`` on
+    this thread is solved by ``planning.max_flow.min_cut`` where it can be
+    (the module docstring). Yields the counts (``exact``, ``networkx``)."""
+    counts = {"exact": 0, "networkx": 0}
+    original = nx.minimum_cut
+    owner = threading.get_ident()
+
+    def minimum_cut(graph, source, sink, *args, **kwargs):
+        made = None if args or kwargs or threading.get_ident() != owner else _flow_graph(graph, source, sink)
+        solved = None if made is None else min_cut(made[0], made[1].index(source), made[1].index(sink))
+        if solved is None:
+            counts["networkx"] += 1
+            return original(graph, source, sink, *args, **kwargs)
+        counts["exact"] += 1
+        value, sink_side = solved
+        vertices = made[1]
+        non_reachable = {vertices[i] for i in sink_side}
+        return value, (set(vertices) - non_reachable, non_reachable)
+
+    nx.minimum_cut = minimum_cut
+    try:
+        yield counts
+    finally:
+        if nx.minimum_cut is minimum_cut:
+            nx.minimum_cut = original

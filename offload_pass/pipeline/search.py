@@ -22,7 +22,7 @@ import torch.fx as fx
 from offload_pass.enums import Mode, NoteCode, PassName
 from offload_pass.pipeline.attempts import Outcome, Run, Tried, partition_logged, trial_of
 from offload_pass.pipeline.deep_cuts import deep_attempts
-from offload_pass.pipeline.min_cuts import shared_min_cuts
+from offload_pass.pipeline.min_cuts import exact_min_cuts, shared_min_cuts
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import (
     Pass, PassContext, PassState, PlanRequest, run_attempt, run_passes, with_host_limit,
@@ -336,6 +336,10 @@ SEARCH_PASSES: tuple[Pass, ...] = (
 
 def run_pipeline(ctx: PassContext) -> PassState:
     """The whole pipeline: the attempt passes as configured, then ``SEARCH_PASSES``
-    (every attempt under the one host memory limit resolved here)."""
+    (every attempt under the one host memory limit resolved here, every
+    partition's min-cuts solved by ``min_cuts.exact_min_cuts``)."""
     ctx = with_host_limit(ctx)
-    return run_passes(SEARCH_PASSES, run_attempt(ctx), ctx)
+    with exact_min_cuts() as cuts:
+        state = run_passes(SEARCH_PASSES, run_attempt(ctx), ctx)
+    log.debug("offload_pass: %s exact min-cuts %d, networkx min-cuts %d", ctx.graph_id, cuts["exact"], cuts["networkx"])
+    return state
