@@ -140,10 +140,11 @@ def shared_min_cuts() -> Iterator[dict]:
             partitioners.solve_min_cut = original
 
 
-def _flow_graph(graph, source, sink) -> Optional[tuple[FlowGraph, list]]:
+def _flow_graph(graph, source, sink) -> Optional[tuple[FlowGraph, list, int, int]]:
     """``graph`` (a networkx DiGraph, capacity attribute "capacity", absent
-    or inf: unbounded) as a ``FlowGraph`` and its vertices in index order;
-    None where networkx should answer (see the module docstring)."""
+    or inf: unbounded) as a ``FlowGraph``, its vertices in index order and
+    the source's and sink's indices; None where networkx should answer (see
+    the module docstring)."""
     if type(graph) is not nx.DiGraph or source not in graph or sink not in graph or source == sink:
         return None
     vertices = list(graph)
@@ -158,7 +159,7 @@ def _flow_graph(graph, source, sink) -> Optional[tuple[FlowGraph, list]]:
         tails.append(index[tail])
         heads.append(index[head])
         capacities.append(cap)
-    return FlowGraph(len(vertices), tuple(tails), tuple(heads), tuple(capacities)), vertices
+    return FlowGraph(len(vertices), tuple(tails), tuple(heads), tuple(capacities)), vertices, index[source], index[sink]
 
 
 @contextlib.contextmanager
@@ -172,7 +173,7 @@ def exact_min_cuts() -> Iterator[dict]:
 
     def minimum_cut(graph, source, sink, *args, **kwargs):
         made = None if args or kwargs or threading.get_ident() != owner else _flow_graph(graph, source, sink)
-        solved = None if made is None else min_cut(made[0], made[1].index(source), made[1].index(sink))
+        solved = None if made is None else min_cut(made[0], made[2], made[3])
         if solved is None:
             counts["networkx"] += 1
             return original(graph, source, sink, *args, **kwargs)
