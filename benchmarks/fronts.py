@@ -47,6 +47,9 @@ changed. Each point is printed and written as it is planned;
 
   python benchmarks/fronts.py --layers 4 --seqs 8192,16384 --out /tmp/fronts.json --resume
   python benchmarks/fronts.py --plot /tmp/fronts.json /tmp/fronts_png
+
+``benchmarks/fronts_parallel.sh`` runs parts of a front in parallel
+(a process per sequence length and group of budgets) and ``--merge``s them.
 """
 
 from __future__ import annotations
@@ -340,6 +343,10 @@ def _parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--out", help="the points as JSON")
     p.add_argument("--resume", action="store_true", help="keep the points --out holds; plan only the others")
     p.add_argument("--plot", nargs=2, metavar=("POINTS_JSON", "OUT_DIR"), help="draw a PNG per sequence length")
+    p.add_argument(
+        "--merge", nargs="+", metavar="POINTS_JSON",
+        help="merge the points of these files (runs of parts of the front, fronts_parallel.sh) into --out",
+    )
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--jobs", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -350,6 +357,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.plot:
         with open(args.plot[0]) as f:
             print("\n".join(plot(json.load(f), args.plot[1])))
+        return 0
+    if args.merge:
+        merged: dict[tuple, dict] = {}
+        for path in args.merge:
+            with open(path) as f:
+                merged.update({_key(p): p for p in json.load(f)})
+        points = with_floors(list(merged.values()))
+        _write(args.out, points)
+        print(table(points))
         return 0
     if args.one:
         seq, layers = (int(v) for v in args.one.split(","))

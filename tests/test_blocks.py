@@ -226,9 +226,10 @@ def test_a_calibration_moves_a_cut_by_the_offset_of_the_nearest_partition_measur
     [
         # Offload alone reaches the budget (100) at a cost: the deepest cuts alone, attention recomputed then kept.
         (90, 40, [(8, False), (8, True)]),
-        # The deepest cut misses: nothing more is partitioned.
-        (90, 120, [(8, False)]),
-        (130, 120, [(8, False)]),
+        # The deepest cut misses (out of reach, the lowest peak is kept): the
+        # deepest with attention kept too, which may hold that peak faster; no count search.
+        (90, 120, [(8, False), (8, True)]),
+        (130, 120, [(8, False), (8, True)]),
         # Offload alone misses, the deepest reaches: the fewest blocks, for both attention choices.
         (130, 40, "search"),
     ],
@@ -290,3 +291,88 @@ def test_a_pruned_cut_counts_as_reaching_and_the_count_search_looks_below_it():
     pruned = [c for c in tried if c >= 3]
     assert pruned, tried
     assert all(c < min(pruned) for c in tried if c not in pruned), tried
+
+
+@pytest.mark.parametrize(
+    "steps, top, want",
+    [
+        # count -> predicted step within the budget (count 0: the level alone); the least is found.
+        ({k: abs(k - 12) + 100 for k in range(33)}, 32, 12),  # the 8B shape at 16k: a valley at 12 of 32
+        ({k: 200 - k for k in range(33)}, 32, 32),  # falls to the deepest
+        ({0: 100, **{k: 100 + k for k in range(1, 33)}}, 32, 1),  # rises from the first block: the fewest tried
+        ({k: abs(k - 3) + 100 for k in range(9)}, 8, 3),
+        ({0: 100, 1: 90}, 1, 1),
+    ],
+)
+def test_the_mixed_cut_search_finds_the_fastest_count_in_few_partitions(steps, top, want):
+    from offload_pass.pipeline.deep_cuts import MIX_PARTITIONS, _golden_counts
+
+    tried = []
+
+    def value(count):
+        assert 1 <= count <= top, count  # count 0 is known, none past top is partitioned
+        tried.append(count)
+        return steps[count]
+
+    _golden_counts(value, top, MIX_PARTITIONS)
+    assert len(tried) <= MIX_PARTITIONS, tried
+    assert min(tried, key=lambda k: (steps[k], k)) == want, tried
+
+
+def test_the_mixed_cut_search_treats_a_miss_as_slowest_and_ties_toward_fewer_blocks():
+    from offload_pass.pipeline.deep_cuts import MIX_PARTITIONS, _golden_counts
+
+    # Every count from 10 up is pruned or misses the budget (infinite): the search moves below it.
+    steps = {k: (float("inf") if k >= 10 else 100 - k) for k in range(33)}
+    tried = []
+    _golden_counts(lambda k: tried.append(k) or steps[k], 32, MIX_PARTITIONS)
+    assert min(tried, key=lambda k: (steps[k], k)) == 9, tried
+
+
+def _level_attempt(level, peak, step, baseline_step=100.0):
+    from types import SimpleNamespace
+
+    prediction = SimpleNamespace(peak=peak, step_ms=step, peak_offset=0)
+    return SimpleNamespace(plan=SimpleNamespace(
+        prediction=prediction, graph_id="g", recompute_level=level, offloaded_bytes=0,
+        baseline=SimpleNamespace(step_ms=baseline_step),
+    ))
+
+
+@pytest.mark.parametrize(
+    "levels, budget, want_rest",
+    [
+        # (level, peak, step) of the partitions made; the fastest within the budget (100) is mixed with the cuts.
+        ([(None, 90, 150.0), (0.9, 95, 120.0), (0.6, 80, 130.0)], 100, 0.9),
+        ([(None, 90, 150.0), (0.9, 120, 110.0)], 100, None),  # 0.9 misses the budget: offload alone's is mixed
+        ([(None, 90, 101.0), (0.9, 95, 101.5)], 100, "none"),  # within 2 % of no offload: nothing searched
+        ([(None, 190, 150.0), (0.9, 120, 110.0)], 100, "none"),  # nothing within the budget
+        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 105.0)], 100, None),  # a cut is never the level mixed
+    ],
+)
+def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, want_rest):
+    from offload_pass.pipeline.deep_cuts import MIX_PARTITIONS, mixed_attempts
+
+    requests = []
+
+    def run(request, seen):
+        requests.append(request.level)
+        return _level_attempt(request.level, 50, 200.0 - request.level.count)
+
+    attempts = [_level_attempt(*made) for made in levels]
+    made = mixed_attempts(attempts, run, budget, [object()] * 8, set())
+    if want_rest == "none":
+        assert requests == [] and made == []
+        return
+    assert requests and len(requests) <= MIX_PARTITIONS
+    assert all(r.keep_attention and r.rest == want_rest and r.of == 8 for r in requests), requests
+    assert len(made) == len(requests)
+    assert max(r.count for r in requests) == 8  # the step falls with the count here: the deepest is reached
+
+
+def test_a_mixed_cut_reads_as_its_blocks_and_the_rest_level():
+    cut = BlockCut(12, 32, True, 0.9)
+    assert str(cut) == "last 12 of 32 blocks recomputed (all but attention), the rest under activation_memory_budget=0.9"
+    assert str(BlockCut(12, 32, True)) == "last 12 of 32 blocks recomputed (all but attention)"
+    with pytest.raises(ValueError, match="rest must be an activation_memory_budget in 0..1"):
+        BlockCut(1, 2, rest=1.5)

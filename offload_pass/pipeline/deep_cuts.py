@@ -23,7 +23,19 @@ from offload_pass.pipeline.passes import PassState
 from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.trial import Pruned
 
-__all__ = ["deep_attempts"]
+__all__ = ["MIX_ABOVE", "MIX_PARTITIONS", "deep_attempts", "mixed_attempts"]
+
+# Mixed cuts are searched only where the fastest plan found within the
+# budget stands more than this share above the step with nothing recomputed
+# or offloaded: no plan can gain more than that, and each cut tried costs a
+# partition (seconds on an 8B-sized graph).
+MIX_ABOVE = 0.02
+# The most partitions the mixed cuts' search makes: enough for the golden
+# section to land on the least of a step that falls then rises in the
+# count, over up to 32 blocks.
+MIX_PARTITIONS = 7
+# Golden section: each count tried lies this share of the wider side away from the best so far.
+_GOLDEN = 0.382
 
 # A count known to reach the budget (or to be pruned: its peak None) and
 # one known to miss it, each with its plan's predicted peak.
@@ -99,15 +111,20 @@ def deep_attempts(
     most whose bound lets them beat a partition within the budget; all where
     None). Where offload alone reaches it at a cost, the deepest cuts alone
     (attention recomputed, then kept): recomputing a forward can cost less
-    than the copies and partial recompute the levels need. Nothing without
-    two blocks in the graph. Returns the attempts planned."""
+    than the copies and partial recompute the levels need. Where the deepest
+    cut misses the budget, the deepest with attention kept as well: out of
+    reach, the lowest peak is kept, and the two can hold the same peak (a
+    loss over a large vocabulary sets it) at different steps. Nothing
+    without two blocks in the graph. Returns the attempts planned."""
     if blocks is None or len(blocks) < 2:
         return []
     of = len(blocks)
     deepest = partition_logged(first, run, BlockCut(of, of), seen)
     pruned = isinstance(deepest, Pruned)
     if deepest is not None and not pruned and _peak(deepest) > budget:
-        return [deepest]
+        # Out of reach, the lowest peak is kept: attention kept may hold it in a shorter step.
+        kept = partition_logged(first, run, BlockCut(of, of, True), seen)
+        return [a for a in (deepest, kept) if a is not None and not isinstance(a, Pruned)]
     # The deepest cut saving a set tried before (None) may save another with attention kept.
     if deepest is None or _peak(first) <= budget:
         kept = partition_logged(first, run, BlockCut(of, of, True), seen)
@@ -118,3 +135,67 @@ def deep_attempts(
         top = of if known is not None or most is None else most(keep_attention)
         attempts += _smallest_cut(first, run, budget, of, keep_attention, seen, top, known)
     return attempts
+
+
+def _golden_counts(value: Callable[[int], float], top: int, limit: int) -> None:
+    """Golden-section search of ``value`` over the counts 1..``top``: each
+    count called once, at most ``limit`` of them; ties go to the fewer blocks."""
+    known: dict[int, float] = {}
+
+    def at(count: int) -> tuple[float, int]:
+        if count not in known:
+            known[count] = value(count)
+        return known[count], count
+
+    low, high = 0, top + 1  # the bracket's ends, neither called: 0 is no cut, high past the counts searched
+    if high - low < 2 or limit < 1:
+        return
+    best = max(1, round(_GOLDEN * (high - low)))
+    at(best)
+    while high - low > 2 and len(known) < limit:
+        wide_below = best - low >= high - best
+        step = max(1, round(_GOLDEN * ((best - low) if wide_below else (high - best))))
+        probe = best - step if wide_below else best + step
+        if at(probe) < at(best):
+            low, high = (low, best) if probe < best else (best, high)
+            best = probe
+        else:
+            low, high = (probe, high) if probe < best else (low, probe)
+
+
+def mixed_attempts(
+    attempts: list, run: Run, budget: int, blocks, seen: set, most: Optional[Callable[[bool], int]] = None
+) -> list:
+    """Cuts of the last blocks, attention kept, with every node not tagged
+    partitioned under the level of the fastest partition within ``budget``
+    among ``attempts`` (the first one and the levels; ``BlockCut.rest``):
+    the early blocks keep that level's light recompute and offload, whose
+    copies have the rest of the forward to land, and the last blocks, whose
+    copies could not, are recomputed. Searched where that partition's step
+    stands more than ``MIX_ABOVE`` over the step without recompute or
+    offload: the count from 1 to ``most(True)`` (the most
+    blocks whose bound lets them beat the fastest found; all where None) by
+    golden section on the predicted step within the budget (a cut that
+    misses it, was pruned or repeats a set tried counts as slowest), in at
+    most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
+    first = attempts[0]
+    if blocks is None or len(blocks) < 2 or first.plan.baseline is None:
+        return []
+    levels = [
+        a for a in attempts
+        if not isinstance(a.plan.recompute_level, BlockCut) and a.plan.prediction.peak <= budget
+    ]
+    base = min(levels, key=lambda a: a.plan.prediction.step_ms, default=None)
+    if base is None or base.plan.prediction.step_ms <= first.plan.baseline.step_ms * (1 + MIX_ABOVE):
+        return []
+    of, rest = len(blocks), base.plan.recompute_level
+    made: list = []
+
+    def value(count: int) -> float:
+        attempt = partition_logged(first, run, BlockCut(count, of, True, rest), seen)
+        planned = attempt is not None and not isinstance(attempt, Pruned)
+        made.extend([attempt] if planned else [])
+        return attempt.plan.prediction.step_ms if planned and _peak(attempt) <= budget else math.inf
+
+    _golden_counts(value, of if most is None else min(of, most(True)), MIX_PARTITIONS)
+    return made

@@ -12,6 +12,7 @@ call_function counts. Every pass has one signature:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -182,16 +183,16 @@ def _change(before: Counter, after: Counter) -> str:
 
 def partition(state: PassState, ctx: PassContext) -> PassState:
     """PyTorch's min-cut partitioner, under the request's ``activation_memory_budget``
-    or with the request's ``BlockCut`` tagged for recompute (``blocks.cut_tags``)."""
+    or with the request's ``BlockCut`` tagged for recompute (``blocks.cut_tags``;
+    the nodes not tagged under its ``rest`` budget)."""
     level = ctx.request.level
-    if isinstance(level, BlockCut):
-        blocks = find_blocks(ctx.joint.graph)
-        with cut_tags(ctx.joint, blocks, level) as tagged:
-            log.debug("offload_pass: %s %s: %d nodes tagged for recompute", ctx.graph_id, level, tagged)
-            fw_gm, bw_gm = min_cut_rematerialization_partition(ctx.joint, ctx.joint_inputs, **ctx.kwargs)
-        return dataclasses.replace(state, fw_gm=fw_gm, bw_gm=bw_gm)
-    patch = {} if level is None else {"activation_memory_budget": level}
-    with torch._functorch.config.patch(**patch):
+    cut = level if isinstance(level, BlockCut) else None
+    budget = cut.rest if cut is not None else level
+    patch = {} if budget is None else {"activation_memory_budget": budget}
+    with contextlib.ExitStack() as stack, torch._functorch.config.patch(**patch):
+        if cut is not None:
+            tagged = stack.enter_context(cut_tags(ctx.joint, find_blocks(ctx.joint.graph), cut))
+            log.debug("offload_pass: %s %s: %d nodes tagged for recompute", ctx.graph_id, cut, tagged)
         fw_gm, bw_gm = min_cut_rematerialization_partition(ctx.joint, ctx.joint_inputs, **ctx.kwargs)
     return dataclasses.replace(state, fw_gm=fw_gm, bw_gm=bw_gm)
 

@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from offload_pass.enums import Mode, NoteCode, PassName
 from offload_pass.pipeline.attempts import Outcome, Run, Tried, partition_logged, trial_of
-from offload_pass.pipeline.deep_cuts import deep_attempts
+from offload_pass.pipeline.deep_cuts import deep_attempts, mixed_attempts
 from offload_pass.pipeline.min_cuts import exact_min_cuts, shared_min_cuts
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import (
@@ -184,8 +184,9 @@ def recompute_for_budget(
     """mode="budget": partition again under ``RECOMPUTE_LEVELS`` (less
     ``skip``, a re-plan's levels out of reach before; where no level tried
     reaches the budget, those of them ``levels_to_retry`` gives are
-    partitioned after all), plan offload on each new saved set, and keep the
-    one the step simulator predicts fastest within the budget
+    partitioned after all), then the block cuts and the block cuts mixed
+    with the fastest level (``deep_cuts``), plan offload on each new saved
+    set, and keep the one the step simulator predicts fastest within the budget
     (``choose_trial``). ``run(request, seen)``: the attempt passes. The
     tensors the kept partition recomputes enter its plan as ``recompute``;
     every trial, the plan's ``recompute_trials``. ``calibration``: the one
@@ -204,6 +205,7 @@ def recompute_for_budget(
 
     most = None if blocks is None else (lambda keep_attention: tried.most_blocks(len(blocks), keep_attention))
     attempts += deep_attempts(first, unskipped, budget, blocks, seen, most)
+    attempts += mixed_attempts(attempts, unskipped, budget, blocks, seen, most)
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.

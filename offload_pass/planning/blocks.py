@@ -9,8 +9,10 @@ Takes: the joint graph AOTAutograd hands the partitioner (Dynamo's
   in execution order; ``None`` where the graph has fewer than two.
 - ``BlockCut``: a partition that recomputes the last ``count`` of them in
   backward from their inputs (``keep_attention``: attention's outputs saved,
-  so its s² kernel is not run twice), a recompute choice of mode="budget"
-  beside PyTorch's ``activation_memory_budget`` levels.
+  so its s² kernel is not run twice; ``rest``: the
+  ``activation_memory_budget`` the partitioner applies to the nodes not
+  tagged), a recompute choice of mode="budget" beside PyTorch's
+  ``activation_memory_budget`` levels.
 - ``cut_tags(joint, blocks, cut)``: a context manager that tags those
   blocks' nodes with PyTorch's activation-checkpointing policies
   (``node.meta["recompute"]``, ``"ac_graph_id"``) for the min-cut
@@ -64,19 +66,32 @@ ATTENTION_OPS = frozenset(
 @dataclasses.dataclass(frozen=True)
 class BlockCut:
     """Recompute the last ``count`` of the graph's ``of`` blocks from their
-    inputs; with ``keep_attention``, attention's outputs are saved."""
+    inputs; with ``keep_attention``, attention's outputs are saved. ``rest``:
+    the ``activation_memory_budget`` PyTorch's partitioner applies to every
+    node not tagged (the other blocks' light recompute; None: as configured)."""
 
     count: int
     of: int
     keep_attention: bool = False
+    rest: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not 0 < self.count <= self.of:
             raise ValueError(f"BlockCut: count must be in 1..{self.of}, got {self.count}")
+        if self.rest is not None and not 0 <= self.rest <= 1:
+            raise ValueError(f"BlockCut: rest must be an activation_memory_budget in 0..1 or None, got {self.rest}")
 
-    def __str__(self) -> str:
+    def blocks_text(self) -> str:
+        """The blocks it recomputes, as a sentence reads them."""
         what = "all but attention" if self.keep_attention else "all"
         return f"last {self.count} of {self.of} blocks recomputed ({what})"
+
+    def rest_text(self) -> str:
+        """The partition of the nodes not tagged ("" where as configured)."""
+        return "" if self.rest is None else f"the rest under activation_memory_budget={self.rest:g}"
+
+    def __str__(self) -> str:
+        return self.blocks_text() + (f", {self.rest_text()}" if self.rest is not None else "")
 
     def __format__(self, spec: str) -> str:
         return str(self)
