@@ -19,11 +19,15 @@ The points, per (sequence length, layers):
   the kept plan's predicted (peak, step), recompute and offload together.
   ``reached``: its peak is within ``b`` x the baseline peak.
 - ``ours_floor``: the lowest peak of every partition any of those searches
-  tried (``plan.recompute_trials``, each with our offload planned on it),
-  with that trial's step.
+  (and ``ours_at_ckpt``'s) tried (``plan.recompute_trials``, each with our
+  offload planned on it), with that trial's step.
 - ``pytorch`` at each budget: PyTorch's partition under
   ``activation_memory_budget=b`` alone, nothing offloaded (the default
   config: mode="marked" with nothing marked), priced by the same step model.
+- ``ours_at_ckpt``: ``mode="budget"`` with ``memory_budget`` the bytes of
+  the ``full_ac_offload`` point's predicted peak (planned after it, in the
+  same process): ours at the peak checkpointing with offload reaches.
+  ``--at-checkpointing no`` leaves it out.
 - ``full_ac``: every block recomputed from its input (``BlockCut(n, n)``,
   the partition mode="budget" tries as its deepest), nothing offloaded.
 - ``full_ac_offload``: the same partition with exactly the saved tensors
@@ -63,7 +67,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-PLANNERS = ("inductor", "ours", "ours_floor", "pytorch", "full_ac", "full_ac_offload")
+PLANNERS = ("inductor", "ours", "ours_floor", "ours_at_ckpt", "pytorch", "full_ac", "full_ac_offload")
 BUDGETS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 _MARK = "FRONT_POINT "  # the prefix of a point's line on the planning process's stdout
 
@@ -76,10 +80,11 @@ class Job:
     budget: Optional[float] = None
 
 
-def jobs_for(budgets: tuple[float, ...]) -> list[Job]:
-    """Every point of one (sequence length, layers), the baseline first."""
+def jobs_for(budgets: tuple[float, ...], at_checkpointing: bool = True) -> list[Job]:
+    """Every point of one (sequence length, layers), the baseline first
+    (``at_checkpointing``: ours at full_ac_offload's peak, after it)."""
     return (
-        [Job("inductor"), Job("full_ac"), Job("full_ac_offload")]
+        [Job("inductor"), Job("full_ac"), Job("full_ac_offload")] + [Job("ours_at_ckpt")] * at_checkpointing
         + [Job("pytorch", b) for b in budgets] + [Job("ours", b) for b in budgets]
     )
 
@@ -111,18 +116,19 @@ def _point_of(state, job: Job) -> dict:
         "level": None if plan.recompute_level is None else str(plan.recompute_level),
         "offloaded_bytes": plan.offloaded_bytes, "copies": len(plan.groups),
     }
-    if job.planner == "ours":
+    if job.planner in ("ours", "ours_at_ckpt"):
         trials = plan.recompute_trials
         floor = min(trials, key=lambda t: (t.peak, t.step_ms)) if trials else None
-        point["reached"] = plan.prediction.peak <= job.budget * plan.baseline.peak
+        point["reached"] = plan.prediction.peak <= plan.budget
         point["trials"] = [[str(t.level), t.peak, t.step_ms] for t in trials]
         if floor is not None:
             point.update(floor_peak=floor.peak, floor_step_ms=floor.step_ms, floor_level=str(floor.level))
     return point
 
 
-def _plan_job(ctx, job: Job):
-    """``run_pipeline`` over ``ctx``'s joint graph as ``job`` asks: (state, extra point fields)."""
+def _plan_job(ctx, job: Job, peaks: dict):
+    """``run_pipeline`` over ``ctx``'s joint graph as ``job`` asks (``peaks``:
+    the predicted peak of each planner planned before): (state, extra point fields)."""
     from offload_pass.config import OffloadConfig
     from offload_pass.pipeline.passes import PlanRequest, run_attempt
     from offload_pass.pipeline.search import run_pipeline
@@ -137,6 +143,11 @@ def _plan_job(ctx, job: Job):
         return run(OffloadConfig(mode="budget", memory_budget=job.budget)), {}
     if job.planner == "pytorch":
         return run(OffloadConfig(), PlanRequest(level=job.budget)), {}
+    if job.planner == "ours_at_ckpt":
+        if "full_ac_offload" not in peaks:
+            raise ValueError("fronts: ours_at_ckpt is planned after full_ac_offload, in the same process")
+        budget = peaks["full_ac_offload"]
+        return run(OffloadConfig(mode="budget", memory_budget=budget)), {"budget_bytes": budget}
     of = len(find_blocks(ctx.joint.graph))
     cut = PlanRequest(level=BlockCut(of, of))
     if job.planner == "full_ac":
@@ -158,11 +169,12 @@ def _plan_job(ctx, job: Job):
 def _planning_jobs(jobs: list[Job], emit: Callable[[dict], None]) -> Callable:
     """A stand-in for ``offline.planner.run_pipeline``: every job planned on the joint graph, each point emitted."""
     def run_jobs(ctx):
-        state = None
+        state, peaks = None, {}
         for job in jobs:
             start, cpu = time.perf_counter(), time.process_time()
-            state, extra = _plan_job(ctx, job)
-            if job.planner != "full_ac_offload" and job.planner != "ours" and state.plan.groups:
+            state, extra = _plan_job(ctx, job, peaks)
+            peaks[job.planner] = state.plan.prediction.peak
+            if job.planner in ("inductor", "pytorch", "full_ac") and state.plan.groups:
                 raise AssertionError(
                     f"fronts: {job.planner} must offload nothing, its plan copies {len(state.plan.groups)}"
                 )
@@ -214,7 +226,7 @@ def with_floors(points: list[dict]) -> list[dict]:
     for p in kept:
         groups.setdefault((p["seq"], p["layers"], p["device_profile"]), []).append(p)
     for (seq, layers, profile), group in groups.items():
-        ours = [p for p in group if p["planner"] == "ours" and "floor_peak" in p]
+        ours = [p for p in group if p["planner"] in ("ours", "ours_at_ckpt") and "floor_peak" in p]
         if ours:
             low = min(ours, key=lambda p: (p["floor_peak"], p["floor_step_ms"]))
             kept.append({
@@ -284,6 +296,7 @@ def _run(seq: int, layers: int, jobs: list[Job], args, points: list[dict]) -> Op
 
 _STYLE = {
     "inductor": ("*", "black"), "ours": ("o", "tab:blue"), "ours_floor": ("P", "tab:cyan"),
+    "ours_at_ckpt": ("D", "tab:purple"),
     "pytorch": ("s", "tab:orange"), "full_ac": ("^", "tab:red"), "full_ac_offload": ("v", "tab:green"),
 }
 
@@ -338,8 +351,11 @@ def _parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seqs", default="8192,16384", help="comma-separated sequence lengths")
     p.add_argument("--layers", default="4", help="comma-separated layer counts")
-    p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS), help="comma-separated fractions")
+    p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS), help="comma-separated fractions ('none': no budget)")
     p.add_argument("--device-profile", default="h200")
+    p.add_argument(
+        "--at-checkpointing", choices=("yes", "no"), default="yes", help="plan ours at full_ac_offload's peak too"
+    )
     p.add_argument("--out", help="the points as JSON")
     p.add_argument("--resume", action="store_true", help="keep the points --out holds; plan only the others")
     p.add_argument("--plot", nargs=2, metavar=("POINTS_JSON", "OUT_DIR"), help="draw a PNG per sequence length")
@@ -378,12 +394,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.resume and args.out and os.path.exists(args.out):
         with open(args.out) as f:
             points = json.load(f)
-    budgets = tuple(float(b) for b in args.budgets.split(","))
+    budgets = () if args.budgets == "none" else tuple(float(b) for b in args.budgets.split(","))
     failed = 0
     for layers in (int(v) for v in args.layers.split(",")):
         for seq in (int(v) for v in args.seqs.split(",")):
             done = {_key(p) for p in points}
-            todo = [j for j in jobs_for(budgets) if (j.planner, j.budget, seq, layers, args.device_profile) not in done]
+            todo = [j for j in jobs_for(budgets, args.at_checkpointing == "yes") if (j.planner, j.budget, seq, layers, args.device_profile) not in done]
             print(f"seq {seq}, {layers} layers: {len(todo)} points to plan", flush=True)
             if todo:
                 start = time.perf_counter()

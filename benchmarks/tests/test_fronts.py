@@ -64,6 +64,14 @@ def test_full_ac_offload_copies_exactly_the_block_inputs(points):
     assert off["peak"] <= ac["peak"]
 
 
+def test_ours_at_checkpointings_peak_takes_that_peak_as_its_budget(points):
+    (at,), (off,) = _of(points, "ours_at_ckpt"), _of(points, "full_ac_offload")
+    floor = _of(points, "ours_floor")[0]
+    assert at["budget_bytes"] == off["peak"]
+    assert at["reached"] == (at["peak"] <= off["peak"])
+    assert at["reached"] or floor["peak"] > off["peak"], (at, floor)
+
+
 def test_table_and_plot(points, tmp_path):
     assert len(table(points).splitlines()) == len(points) + 1
     written = plot(points, str(tmp_path))
