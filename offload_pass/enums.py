@@ -64,6 +64,7 @@ class PassName(Word):
     INVARIANTS = "invariants"  # the check of the rewritten graphs
     RECOMPUTE = "recompute"  # mode="budget": recompute where offload alone cannot reach the budget
     PRUNE = "prune"  # mode="budget": partitions that cannot be kept are neither made (block cuts) nor planned
+    MIXED_CUTS = "mixed_cuts"  # mode="budget": block cuts mixed with the fastest level (up to 7 more partitions)
     CALIBRATE = "calibrate"  # on CUDA: the feedback loop (measure calls, plan again where a promise or prediction missed)
     CALIBRATION_CACHE = "calibration_cache"  # on CUDA: fitted calibrations kept on disk for later runs (feedback/disk.py)
 

@@ -196,3 +196,20 @@ def test_a_mixed_cut_with_its_copies_trains_bit_for_bit_like_the_graph_unpartiti
     assert max(g.abs().max().item() for g in want.values()) > 1e-3  # gradients a comparison can fail on
     for name in want:
         assert torch.equal(grads[name], want[name]), name
+
+
+def test_mixed_cuts_are_searched_where_the_plan_costs_and_can_be_turned_off_by_name():
+    # A 4-layer fp32 Llama at 2048 tokens, budget 0.5 under the H200 profile:
+    # level 0.9 reaches it 8 % over the step without offload, so cuts of the
+    # last blocks with the rest under 0.9 are tried; "mixed_cuts" disabled, none is.
+    model, inputs = llama_shape(2048, 4, 256, 4, 2, 768, 512, 1, dtype=torch.float32)
+
+    def mixed_tried(*disabled):
+        torch._dynamo.reset()
+        config = OffloadConfig(mode="budget", memory_budget=0.5, disabled_passes=disabled)
+        (plan,) = plan_offline(model, kwargs=inputs, config=config).plans
+        return [t.level for t in plan.recompute_trials if isinstance(t.level, BlockCut) and t.level.rest is not None]
+
+    tried = mixed_tried()
+    assert tried and all(cut.keep_attention and cut.rest == 0.9 for cut in tried), tried
+    assert mixed_tried("mixed_cuts") == []

@@ -80,11 +80,11 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
-    prune = PassName.PRUNE not in ctx.config.disabled_passes
+    prune, disabled = PassName.PRUNE not in ctx.config.disabled_passes, ctx.config.disabled_passes
     with shared_min_cuts() as cuts:
         kept = recompute_for_budget(
             state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration,
-            _cut_bound(state, ctx) if prune else None, prune,
+            _cut_bound(state, ctx) if prune else None, prune, PassName.MIXED_CUTS not in disabled,
         )
     log.debug("offload_pass: %s mode=budget: min-cuts solved %d, shared %d", ctx.graph_id, cuts["solved"], cuts["shared"])
     return dataclasses.replace(kept, recompute_tried=True)
@@ -179,13 +179,13 @@ def _partition_levels(
 def recompute_for_budget(
     first: PassState, run: Run, budget: int, skip: tuple[Trial, ...], inputs_bytes: Optional[int] = None,
     blocks: Optional[Blocks] = None, calibration: Optional[Calibration] = None,
-    bound: Optional[Callable[[BlockCut], Optional[float]]] = None, prune: bool = True,
+    bound: Optional[Callable[[BlockCut], Optional[float]]] = None, prune: bool = True, mixed: bool = True,
 ) -> PassState:
     """mode="budget": partition again under ``RECOMPUTE_LEVELS`` (less
     ``skip``, a re-plan's levels out of reach before; where no level tried
     reaches the budget, those of them ``levels_to_retry`` gives are
-    partitioned after all), then the block cuts and the block cuts mixed
-    with the fastest level (``deep_cuts``), plan offload on each new saved
+    partitioned after all), then the block cuts and (``mixed``) the block
+    cuts mixed with the fastest level (``deep_cuts``), plan offload on each new saved
     set, and keep the one the step simulator predicts fastest within the budget
     (``choose_trial``). ``run(request, seen)``: the attempt passes. The
     tensors the kept partition recomputes enter its plan as ``recompute``;
@@ -205,7 +205,8 @@ def recompute_for_budget(
 
     most = None if blocks is None else (lambda keep_attention: tried.most_blocks(len(blocks), keep_attention))
     attempts += deep_attempts(first, unskipped, budget, blocks, seen, most)
-    attempts += mixed_attempts(attempts, unskipped, budget, blocks, seen, most)
+    if mixed:
+        attempts += mixed_attempts(attempts, unskipped, budget, blocks, seen, most)
     retried: tuple[Trial, ...] = ()
     if skip and all(a.plan.prediction.peak > budget for a in attempts):
         # Out of reach: a skipped level whose earlier peak, moved to this calibration, is lower counts again.
