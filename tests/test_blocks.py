@@ -376,3 +376,9 @@ def test_a_mixed_cut_reads_as_its_blocks_and_the_rest_level():
     assert str(BlockCut(12, 32, True)) == "last 12 of 32 blocks recomputed (all but attention)"
     with pytest.raises(ValueError, match="rest must be an activation_memory_budget in 0..1"):
         BlockCut(1, 2, rest=1.5)
+    from offload_pass.planning.reasons import Reason, detail, sentence
+
+    assert sentence(Reason.BLOCK_RECOMPUTED, detail(cut=cut, peak=2**30)) == (
+        "recomputed in backward: last 12 of 32 blocks recomputed (all but attention) from their inputs, "
+        "the rest under activation_memory_budget=0.9, to reach the budget (predicted peak 1.00 GiB)"
+    )

@@ -173,11 +173,11 @@ def mixed_attempts(
     copies have the rest of the forward to land, and the last blocks, whose
     copies could not, are recomputed. Searched where that partition's step
     stands more than ``MIX_ABOVE`` over the step without recompute or
-    offload: the count from 1 to ``most(True)`` (the most
-    blocks whose bound lets them beat the fastest found; all where None) by
-    golden section on the predicted step within the budget (a cut that
-    misses it, was pruned or repeats a set tried counts as slowest), in at
-    most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
+    offload: the count from 1 to ``most(True)`` (the most blocks whose bound
+    lets them beat the fastest found; all where None) by golden section on
+    the predicted step within the budget (a cut that misses it, was pruned
+    or repeats a set tried counts as slowest), in at most
+    ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
     first = attempts[0]
     if blocks is None or len(blocks) < 2 or first.plan.baseline is None:
         return []

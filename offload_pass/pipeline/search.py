@@ -80,7 +80,8 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
-    prune, disabled = PassName.PRUNE not in ctx.config.disabled_passes, ctx.config.disabled_passes
+    disabled = ctx.config.disabled_passes
+    prune = PassName.PRUNE not in disabled
     with shared_min_cuts() as cuts:
         kept = recompute_for_budget(
             state, run, budget, skip, forward_inputs_bytes(ctx.joint), blocks, calibration,

@@ -106,7 +106,8 @@ _SENTENCES: dict[Reason, Callable[[dict], str]] = {
     ),
     Reason.BLOCK_RECOMPUTED: lambda d: (
         f"recomputed in backward: {d['cut'].blocks_text()} from their inputs"
-        f"{d['cut'].rest_text() and ', ' + d['cut'].rest_text() + ','} to reach the budget (predicted peak {format_bytes(d['peak'])})"
+        f"{'' if d['cut'].rest is None else ', ' + d['cut'].rest_text() + ','} "
+        f"to reach the budget (predicted peak {format_bytes(d['peak'])})"
     ),
     Reason.PLAIN_FALLBACK: lambda d: "kept: the graph runs plain Inductor's compile (mode=auto fell back)",
 }
