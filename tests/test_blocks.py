@@ -218,6 +218,8 @@ def test_a_calibration_moves_a_cut_by_the_offset_of_the_nearest_partition_measur
     assert calibration.offset_for(BlockCut(4, 4)) == 9  # every block cut: nearest the deepest partitions
     assert calibration.offset_for(0.0) == 9
     assert calibration.offset_for(BlockCut(1, 4)) == 7  # a quarter of the blocks: nearest level 0.5
+    # The other three under level 0.4: 0.75 x 0.4, nearest the deepest partitions.
+    assert calibration.offset_for(BlockCut(1, 4, True, 0.4)) == 9
     assert calibration.offset_for(0.9) == 5
 
 
@@ -348,6 +350,7 @@ def _level_attempt(level, peak, step, baseline_step=100.0):
         ([(None, 90, 101.0), (0.9, 95, 101.5)], 100, "none"),  # within 2 % of no offload: nothing searched
         ([(None, 190, 150.0), (0.9, 120, 110.0)], 100, "none"),  # nothing within the budget
         ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 105.0)], 100, None),  # a cut is never the level mixed
+        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 101.0)], 100, "none"),  # a cut within 2 %: nothing to gain
     ],
 )
 def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, want_rest):
@@ -367,7 +370,10 @@ def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, wan
     assert requests and len(requests) <= MIX_PARTITIONS
     assert all(r.keep_attention and r.rest == want_rest and r.of == 8 for r in requests), requests
     assert len(made) == len(requests)
-    assert max(r.count for r in requests) == 8  # the step falls with the count here: the deepest is reached
+    made_before = {level for level, _, _ in levels}
+    assert not made_before & set(requests), requests  # a cut planned already is not partitioned again
+    # The step falls with the count here: the deepest is reached (planned here or before).
+    assert max(r.count for r in requests) == 8 or BlockCut(8, 8, True, want_rest) in made_before
 
 
 def test_a_mixed_cut_reads_as_its_blocks_and_the_rest_level():

@@ -72,6 +72,15 @@ def test_ours_at_checkpointings_peak_takes_that_peak_as_its_budget(points):
     assert at["reached"] or floor["peak"] > off["peak"], (at, floor)
 
 
+def test_a_resumed_run_plans_checkpointing_again_before_ours_at_its_peak(points):
+    from benchmarks.fronts import _todo
+
+    held = [p for p in points if p["planner"] != "ours_at_ckpt"]
+    todo = _todo(jobs_for(BUDGETS), held, 64, 2, "h200")
+    assert [j.planner for j in todo] == ["full_ac_offload", "ours_at_ckpt"]
+    assert _todo(jobs_for(BUDGETS), points, 64, 2, "h200") == []
+
+
 def test_table_and_plot(points, tmp_path):
     assert len(table(points).splitlines()) == len(points) + 1
     written = plot(points, str(tmp_path))

@@ -171,9 +171,9 @@ def mixed_attempts(
     among ``attempts`` (the first one and the levels; ``BlockCut.rest``):
     the early blocks keep that level's light recompute and offload, whose
     copies have the rest of the forward to land, and the last blocks, whose
-    copies could not, are recomputed. Searched where that partition's step
-    stands more than ``MIX_ABOVE`` over the step without recompute or
-    offload: the count from 1 to ``most(True)`` (the most blocks whose bound
+    copies could not, are recomputed. Searched where the fastest partition
+    within the budget (a block cut included) stands more than ``MIX_ABOVE``
+    over the step without recompute or offload: the count from 1 to ``most(True)`` (the most blocks whose bound
     lets them beat the fastest found; all where None) by golden section on
     the predicted step within the budget (a cut that misses it, was pruned
     or repeats a set tried counts as slowest), in at most
@@ -181,20 +181,21 @@ def mixed_attempts(
     first = attempts[0]
     if blocks is None or len(blocks) < 2 or first.plan.baseline is None:
         return []
-    levels = [
-        a for a in attempts
-        if not isinstance(a.plan.recompute_level, BlockCut) and a.plan.prediction.peak <= budget
-    ]
+    within = [a for a in attempts if a.plan.prediction.peak <= budget]
+    levels = [a for a in within if not isinstance(a.plan.recompute_level, BlockCut)]
     base = min(levels, key=lambda a: a.plan.prediction.step_ms, default=None)
-    if base is None or base.plan.prediction.step_ms <= first.plan.baseline.step_ms * (1 + MIX_ABOVE):
+    fastest = min(a.plan.prediction.step_ms for a in within) if within else math.inf
+    if base is None or fastest <= first.plan.baseline.step_ms * (1 + MIX_ABOVE):
         return []
     of, rest = len(blocks), base.plan.recompute_level
     made: list = []
+    planned_before = {a.plan.recompute_level: a for a in attempts}  # rest None: the plain cuts made already
 
     def value(count: int) -> float:
-        attempt = partition_logged(first, run, BlockCut(count, of, True, rest), seen)
+        cut = BlockCut(count, of, True, rest)
+        attempt = planned_before.get(cut) or partition_logged(first, run, cut, seen)
         planned = attempt is not None and not isinstance(attempt, Pruned)
-        made.extend([attempt] if planned else [])
+        made.extend([attempt] if planned and cut not in planned_before else [])
         return attempt.plan.prediction.step_ms if planned and _peak(attempt) <= budget else math.inf
 
     _golden_counts(value, of if most is None else min(of, most(True)), MIX_PARTITIONS)

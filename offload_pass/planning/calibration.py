@@ -135,11 +135,12 @@ def _level_value(level: object) -> float:
     """A partition's recompute level as a number: the first partition's
     (None, as configured) is PyTorch's default budget, 1.0; a block cut's,
     the share of the blocks it leaves to the partitioner (every block cut
-    is nearest level 0, where PyTorch recomputes the whole forward)."""
+    is nearest level 0, where PyTorch recomputes the whole forward), times
+    the level those blocks are partitioned under (``BlockCut.rest``)."""
     if level is None:
         return 1.0
     if isinstance(level, BlockCut):
-        return 1.0 - level.count / level.of
+        return (1.0 - level.count / level.of) * (1.0 if level.rest is None else level.rest)
     return float(level)
 
 
