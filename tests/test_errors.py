@@ -100,7 +100,7 @@ def test_config_errors():
         offload_pass.make_backend(prefech=3)
     with pytest.raises(ValueError, match="min_bytes must be an int >= 0"):
         offload_pass.OffloadConfig(min_bytes=-1)
-    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'calibrate', 'calibration_cache'\]"):
+    with pytest.raises(ValueError, match=r"unknown pass \['ofload'\]; known passes are \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'mixed_cuts', 'calibrate', 'calibration_cache'\]"):
         offload_pass.OffloadConfig(disabled_passes=("ofload",))
 
 
@@ -181,9 +181,9 @@ def test_saved_roles_positions_are_checked():
         ({"pin_memory": None}, r"pin_memory must be True or False \(a bool\), got None"),
         ({"pin_memory": 1}, r"pin_memory must be True or False \(a bool\), got 1"),
         ({"keep_if_no_gain": 0}, r"keep_if_no_gain must be True or False \(a bool\), got 0"),
-        ({"disabled_passes": None}, r"disabled_passes must be a tuple or list of pass names from \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'calibrate', 'calibration_cache'\].*got None"),
+        ({"disabled_passes": None}, r"disabled_passes must be a tuple or list of pass names from \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'mixed_cuts', 'calibrate', 'calibration_cache'\].*got None"),
         ({"disabled_passes": {"offload"}}, r"disabled_passes must be a tuple or list"),
-        ({"disabled_passes": ("offload", 1)}, r"disabled_passes: unknown pass \[1\]; known passes are \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'calibrate', 'calibration_cache'\]"),
+        ({"disabled_passes": ("offload", 1)}, r"disabled_passes: unknown pass \[1\]; known passes are \['offload', 'host_pool', 'invariants', 'recompute', 'prune', 'mixed_cuts', 'calibrate', 'calibration_cache'\]"),
         ({"bandwidth_gbps": float("inf")}, r"bandwidth_gbps must be None or a finite number > 0, got inf"),
         ({"bandwidth_gbps": float("nan")}, r"bandwidth_gbps must be None or a finite number > 0, got nan"),
         ({"host_memory_limit": True}, r"host_memory_limit must be None or an int >= 0, got True"),
