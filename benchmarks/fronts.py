@@ -362,7 +362,9 @@ def _parse(argv: Optional[list[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seqs", default="8192,16384", help="comma-separated sequence lengths")
     p.add_argument("--layers", default="4", help="comma-separated layer counts")
-    p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS), help="comma-separated fractions ('none': no budget)")
+    p.add_argument(
+        "--budgets", default=",".join(f"{b:g}" for b in BUDGETS), help="comma-separated fractions ('none': no budget)"
+    )
     p.add_argument("--device-profile", default="h200")
     p.add_argument(
         "--at-checkpointing", choices=("yes", "no"), default="yes", help="plan ours at full_ac_offload's peak too"

@@ -121,12 +121,10 @@ def deep_attempts(
     of = len(blocks)
     deepest = partition_logged(first, run, BlockCut(of, of), seen)
     pruned = isinstance(deepest, Pruned)
-    if deepest is not None and not pruned and _peak(deepest) > budget:
-        # Out of reach, the lowest peak is kept: attention kept may hold it in a shorter step.
-        kept = partition_logged(first, run, BlockCut(of, of, True), seen)
-        return [a for a in (deepest, kept) if a is not None and not isinstance(a, Pruned)]
+    missed = deepest is not None and not pruned and _peak(deepest) > budget
+    # Out of reach (missed), the lowest peak is kept: attention kept may hold it in a shorter step.
     # The deepest cut saving a set tried before (None) may save another with attention kept.
-    if deepest is None or _peak(first) <= budget:
+    if missed or deepest is None or _peak(first) <= budget:
         kept = partition_logged(first, run, BlockCut(of, of, True), seen)
         return [a for a in (deepest, kept) if a is not None and not isinstance(a, Pruned)]
     attempts = [] if pruned else [deepest]
@@ -173,11 +171,12 @@ def mixed_attempts(
     copies have the rest of the forward to land, and the last blocks, whose
     copies could not, are recomputed. Searched where the fastest partition
     within the budget (a block cut included) stands more than ``MIX_ABOVE``
-    over the step without recompute or offload: the count from 1 to ``most(True)`` (the most blocks whose bound
-    lets them beat the fastest found; all where None) by golden section on
-    the predicted step within the budget (a cut that misses it, was pruned
-    or repeats a set tried counts as slowest), in at most
-    ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
+    over the step without recompute or offload: the count from 1 to
+    ``most(True)`` (the most blocks whose bound lets them beat the fastest
+    found; all where None) by golden section on the predicted step within
+    the budget (a cut that misses it, was pruned or repeats a set tried
+    counts as slowest; one planned already is not planned again), in at
+    most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
     first = attempts[0]
     if blocks is None or len(blocks) < 2 or first.plan.baseline is None:
         return []
@@ -193,9 +192,12 @@ def mixed_attempts(
 
     def value(count: int) -> float:
         cut = BlockCut(count, of, True, rest)
-        attempt = planned_before.get(cut) or partition_logged(first, run, cut, seen)
+        attempt = planned_before.get(cut)
+        if attempt is None:
+            attempt = partition_logged(first, run, cut, seen)
+            if attempt is not None and not isinstance(attempt, Pruned):
+                made.append(attempt)
         planned = attempt is not None and not isinstance(attempt, Pruned)
-        made.extend([attempt] if planned and cut not in planned_before else [])
         return attempt.plan.prediction.step_ms if planned and _peak(attempt) <= budget else math.inf
 
     _golden_counts(value, of if most is None else min(of, most(True)), MIX_PARTITIONS)
