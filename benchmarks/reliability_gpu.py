@@ -99,7 +99,7 @@ def main() -> None:
                   f"after step {len(pool)}: {pool[-1]}; steps after the first where it grew: {grew or 'none'}")
         nbytes = plan_pool[0]
         start = time.perf_counter()
-        raw, base = runtime._page_locked(nbytes, True)
+        raw, base, _ = runtime._page_locked(nbytes, True, torch.device("cuda"))
         registered = time.perf_counter() - start
         torch.cuda.cudart().cudaHostUnregister(base)
         del raw

@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 
 __all__ = [
-    "CopyKind", "Decision", "Mode", "NoteCode", "PassName", "ReplanReason", "SavedKind", "ScheduleKind", "Word",
+    "CopyKind", "Decision", "Mode", "NoteCode", "PassName", "PlacementCode", "ReplanReason", "SavedKind", "ScheduleKind",
+    "Word",
 ]
 
 
@@ -119,3 +120,13 @@ class NoteCode(Word):
     AUTO_PREFIX = "auto_prefix"  # mode="auto": the longest prefix of the selection predicted within the limit
     AUTO_WITHIN_SHARE = "auto_within_share"  # mode="auto": the selection's choice within a share of the limit
     MEASURED_FLOOR = "measured_floor"  # mode="auto": a set of copies measured within max_overhead runs instead
+
+
+class PlacementCode(Word):
+    """Where the host pool's pinned pages go (``runtime.numa.Placement``)."""
+
+    PLACED = "placed"  # on the GPU's NUMA node; detail: none
+    ONE_NODE = "one_node"  # the host has a single NUMA node: nothing to choose
+    UNKNOWN_DEVICE = "unknown_device"  # detail: no driver record of the GPU, or no NUMA node in sysfs
+    UNSUPPORTED = "unsupported"  # detail: the machine, for which no mbind call number is known
+    FAILED = "failed"  # detail: the error mbind returned

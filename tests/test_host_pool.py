@@ -29,9 +29,19 @@ def _empty_pools():
 
 def pools_since(before):
     """Host-pool stats relative to ``before`` (buffers another test still
-    holds stay out of the comparison)."""
+    holds stay out of the comparison), without the bytes bound to the GPU's
+    NUMA node (``on_gpu_node`` checks those)."""
     now = runtime.host_pool_stats()
-    return {k: now[k] - before[k] for k in now}
+    return {k: now[k] - before[k] for k in now if k != "bytes_on_gpu_node"}
+
+
+def on_gpu_node(before, device):
+    """The bytes of the pools made since ``before`` bound to the GPU's NUMA
+    node, and the bytes expected there: every pinned pool's where the host
+    knows the GPU's node (``runtime.numa``), else none."""
+    now = runtime.host_pool_stats()
+    placed = device == "cuda" and runtime.STATE.placements[0].code is runtime.numa.PlacementCode.PLACED
+    return now["bytes_on_gpu_node"] - before["bytes_on_gpu_node"], (now["bytes"] - before["bytes"]) * placed
 
 
 def decoder(device="cpu"):
@@ -63,6 +73,8 @@ def test_pool_is_sized_by_the_plan_and_reused_every_step(device):
     assert f"host pool {plan_unit(plan)(pool_bytes)} per call ({slots} slots" in str(plan)
     # Three steps, one buffer; nothing held once each backward is done.
     assert pools_since(before) == {"arenas": 1, "bytes": pool_bytes, "in_use": 0}
+    got, expected = on_gpu_node(before, device)
+    assert got == expected
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -151,7 +163,7 @@ def test_a_copy_that_outgrows_its_slot_is_refused_with_the_reason():
 def test_pool_unavailable_falls_back_to_one_allocation_per_copy(monkeypatch):
     tries = []
 
-    def failing(nbytes, pin):
+    def failing(nbytes, pin, device):
         tries.append(nbytes)
         raise RuntimeError("cudaHostRegister failed (simulated)")
 
@@ -191,7 +203,8 @@ def test_state_reset_returns_to_a_fresh_import_and_spares_held_slots():
     state.unavailable.add(("k", False))
     state.slot_addresses.add(5)
     state.streams[0] = None
-    raw, base = runtime._page_locked(8192, False)
+    state.placements[0] = runtime.numa.Placement(runtime.numa.PlacementCode.ONE_NODE)
+    raw, base, _ = runtime._page_locked(8192, False)
     arena = runtime.arena.Arena(raw, base, 8192, False, {})
     state.pools[("k", False)] = [arena]
     copy = torch.empty(16)

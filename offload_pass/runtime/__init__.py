@@ -10,10 +10,12 @@ and host-pool controls for tests and reports. Importing it registers the ops.
 - ``ops.py``: the four custom ops, their fake implementations, the copies.
 - ``host_pool.py``: host memory for the copies (pools, page-locking).
 - ``arena.py``: one pool buffer and the slots it handed out.
+- ``numa.py``: the GPU's NUMA node, and a pool buffer's pages bound to it.
 - ``state.py``: all mutable state, in ``STATE`` (``STATE.reset()``).
 """
 
 from offload_pass.runtime import host_pool as _host_pool
+from offload_pass.runtime import numa
 from offload_pass.runtime.host_pool import (
     PAGE_BYTES,
     clear_host_pools,
@@ -45,6 +47,7 @@ __all__ = [
     "extent_bytes",
     "host_bytes_held",
     "host_pool_stats",
+    "numa",
     "offload",
     "pending_events",
     "release",

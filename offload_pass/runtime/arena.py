@@ -11,6 +11,7 @@ runtime, so ``state.py`` (which holds the arenas) and ``host_pool.py``
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import torch
 
@@ -31,6 +32,7 @@ class Arena:
     # offset -> a weak reference to the storage of the copy last handed out
     # there, and the bytes that copy spans
     slots: dict[int, tuple[int, int]]
+    node: Optional[int] = None  # the NUMA node its pages were bound to before page-locking (None: not bound)
 
     def bytes_in_use(self) -> int:
         return sum(n for ref, n in self.slots.values() if not expired(ref))

@@ -22,7 +22,10 @@ from typing import Optional
 
 import torch
 
+from offload_pass.enums import PlacementCode
+from offload_pass.runtime import numa
 from offload_pass.runtime.arena import Arena, expired
+from offload_pass.runtime.numa import Placement
 from offload_pass.runtime.state import STATE
 
 __all__ = ["PAGE_BYTES", "extent_bytes", "host_buffer", "host_bytes_held", "host_pool_stats", "clear_host_pools"]
@@ -57,12 +60,33 @@ def _host_like(x: torch.Tensor, pin: bool) -> torch.Tensor:
     )
 
 
-def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
+def _placement(device: torch.device) -> Placement:
+    """Where the pinned pool pages copied to and from ``device`` go (``numa.device_node``), found once per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    found = STATE.placements.get(index)
+    if found is None:
+        found = STATE.placements[index] = numa.device_node(str(torch.cuda.get_device_properties(index).uuid))
+    return found
+
+
+def _page_locked(nbytes: int, pin: bool, device: torch.device = _CPU) -> tuple[torch.Tensor, int, Optional[int]]:
     """``nbytes`` of host memory starting at a page boundary, page-locked when
-    ``pin`` (exactly that many bytes: no power-of-two rounding)."""
+    ``pin`` (exactly that many bytes: no power-of-two rounding), and the NUMA
+    node its pages were bound to first (``device``'s, ``numa``; None: not
+    bound). Binding that fails is said once and the buffer page-locked where
+    the host puts it."""
     raw = torch.empty(nbytes + PAGE_BYTES, dtype=torch.uint8)
     skip = -raw.data_ptr() % PAGE_BYTES
     base = raw.data_ptr() + skip
+    node = None
+    if pin and device.type == "cuda":
+        where = _placement(device)
+        if where.code is PlacementCode.PLACED:
+            bound = numa.prefer_node(base, nbytes, where.node)
+            if bound.code is PlacementCode.PLACED:
+                node = bound.node
+            else:
+                STATE.warn_once(f"offload_pass: host pool for {device}: {bound.describe()}")
     if pin:
         register = getattr(torch.cuda.cudart(), "cudaHostRegister", None)
         if register is None:
@@ -70,7 +94,7 @@ def _page_locked(nbytes: int, pin: bool) -> tuple[torch.Tensor, int]:
         error = register(base, nbytes, 0)
         if int(getattr(error, "value", error)) != 0:
             raise RuntimeError(f"cudaHostRegister of {nbytes} bytes failed ({error})")
-    return raw, base
+    return raw, base, node
 
 
 def _pool_slot(
@@ -84,8 +108,8 @@ def _pool_slot(
             arena = candidate
             break
     if arena is None:
-        raw, base = _page_locked(pool_bytes, pin)
-        arena, held = Arena(raw, base, pool_bytes, pin, {}), None
+        raw, base, node = _page_locked(pool_bytes, pin, x.device)
+        arena, held = Arena(raw, base, pool_bytes, pin, {}, node), None
         STATE.pools.setdefault((pool, pin), []).append(arena)
     address = arena.base + offset
     nbytes = extent_bytes(x)  # every call: layouts of one key may hold copies of other sizes
@@ -155,13 +179,15 @@ def host_bytes_held() -> int:
 
 def host_pool_stats() -> dict[str, int]:
     """Host pools now: ``arenas`` (buffers), ``bytes`` (their size, all of
-    it page-locked for CUDA copies) and ``in_use`` (bytes of slots that
-    offloaded copies hold)."""
+    it page-locked for CUDA copies), ``in_use`` (bytes of slots that
+    offloaded copies hold) and ``bytes_on_gpu_node`` (bytes of the buffers
+    whose pages were bound to their GPU's NUMA node, ``numa``)."""
     arenas = [a for group in STATE.pools.values() for a in group]
     return {
         "arenas": len(arenas),
         "bytes": sum(a.nbytes for a in arenas),
         "in_use": sum(a.bytes_in_use() for a in arenas),
+        "bytes_on_gpu_node": sum(a.nbytes for a in arenas if a.node is not None),
     }
 
 

@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 
 from offload_pass.runtime.arena import Arena
+from offload_pass.runtime.numa import Placement
 
 __all__ = ["CopyStreams", "RuntimeState", "STATE", "STAT_KEYS"]
 
@@ -96,6 +97,8 @@ class RuntimeState:
     # While a call is measured (feedback/measure.py): the (before, after)
     # event pairs around each stall of the compute stream on a copy.
     wait_timing: Optional[list[tuple[torch.cuda.Event, torch.cuda.Event]]] = None
+    # Device index -> where its host pools' pinned pages go (``numa.device_node``), found once.
+    placements: dict[int, Placement] = dataclasses.field(default_factory=dict)
     # torch.cuda.is_available(), asked once (None: not yet).
     cuda_available: Optional[bool] = None
 
