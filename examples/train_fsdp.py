@@ -17,6 +17,9 @@ without offload, the median step time (after ``--warmup`` steps), the bytes
 offloaded per step (sum of ``plan.offloaded_bytes`` over the backend's plans)
 and R = (peak without - peak with) / bytes offloaded; rank 0 prints a table
 and ``--json PATH`` writes it.
+``--shared-bandwidth`` (CUDA): before compiling, the ranks measure their
+pinned copies alone and all at once (``offload_pass.measure_shared_bandwidth``)
+and each plans with the shared figures; each rank prints both.
 
 FSDP2's hooks are not traced by Dynamo: the graph breaks at each sharded
 layer, so each layer is a graph of its own with its own plan, and its
@@ -61,6 +64,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="assert gradients equal plain Inductor's")
     p.add_argument("--no-trim", action="store_true", help="keep_if_no_gain=False (default on CPU)")
     p.add_argument("--show-plan", action="store_true", help="print rank 0's first plan")
+    p.add_argument("--shared-bandwidth", action="store_true",
+                   help="CUDA: measure the copy bandwidth with every rank copying at once and plan with it")
     p.add_argument("--json", metavar="PATH", help="write every rank's results here")
     p.add_argument("--seed", type=int, default=0)
     for name in ("layers", "hidden", "heads", "ffn", "experts", "seq", "batch"):
@@ -101,7 +106,7 @@ def local(grad: torch.Tensor) -> torch.Tensor:
     return grad.to_local() if hasattr(grad, "to_local") else grad  # FSDP2 grads are DTensors
 
 
-def train(args, device: torch.device, rank: int, offload: bool) -> dict:
+def train(args, device: torch.device, rank: int, offload: bool, bandwidth=None) -> dict:
     model, wrapped = build(args, device, mark=offload)
     on_cpu = device.type == "cpu"
     backend = "inductor"
@@ -110,6 +115,8 @@ def train(args, device: torch.device, rank: int, offload: bool) -> dict:
         overrides = {"min_bytes": 0, "keep_if_no_gain": False} if on_cpu else {}
         if args.no_trim:
             overrides["keep_if_no_gain"] = False
+        if bandwidth is not None:  # offload_pass.SharedBandwidth
+            overrides["bandwidth_gbps"] = bandwidth.bandwidth_gbps
         backend = offload_pass.make_backend(**overrides)
     compiled = torch.compile(wrapped, backend=backend)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -179,9 +186,17 @@ def main() -> None:
     limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, limit, max(getattr(config, limit), 2 * args.layers + 8))
 
-    with_offload = train(args, device, rank, offload=True)
+    shared = None
+    if args.shared_bandwidth:
+        if device.type != "cuda":
+            raise SystemExit("--shared-bandwidth measures pinned copies to the GPU: it needs --device cuda")
+        shared = offload_pass.measure_shared_bandwidth(device)
+        print(f"rank {rank}: {shared.describe()}", flush=True)
+    with_offload = train(args, device, rank, offload=True, bandwidth=shared)
     without = train(args, device, rank, offload=False) if args.check or device.type == "cuda" else None
     row = {k: v for k, v in with_offload.items() if k != "grads"}
+    if shared is not None:
+        row |= {"copy_gbps_solo": shared.solo, "copy_gbps_shared": shared.shared}
     if without is not None:
         row |= {"step_ms_without": without["step_ms"], "peak_bytes_without": without["peak_bytes"]}
     if row["peak_bytes"] is not None and row["offloaded_bytes"]:

@@ -28,6 +28,7 @@ from offload_pass.planning.plan import OffloadPlan, PlanEntry
 from offload_pass.reporting.step_report import StepReport
 from offload_pass.marking.roles import register_saved_roles
 from offload_pass.offline import OfflinePlans, plan_offline
+from offload_pass.planning.shared_links import SharedBandwidth, measure_shared_bandwidth
 from offload_pass.planning.workspace import register_workspace
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "OfflinePlans",
     "OffloadPlan",
     "PlanEntry",
+    "SharedBandwidth",
     "StepReport",
     "clear_marks",
     "graph_diff",
@@ -43,6 +45,7 @@ __all__ = [
     "make_backend",
     "mark_not_offload",
     "mark_offload",
+    "measure_shared_bandwidth",
     "offload_backend",
     "offload_modules",
     "offload_region",

@@ -56,9 +56,11 @@ class OffloadConfig:
     # while the copy stream idles; elsewhere it changes nothing. mode="auto"
     # and "budget" choose their copies under the same bounds.
     reload_headroom: Optional[Union[int, float]] = None
-    # Host<->device copy bandwidth (GB/s, each direction) for the cost model;
-    # None measures it once per device and caches it.
-    bandwidth_gbps: Optional[float] = None
+    # Host<->device copy bandwidth (GB/s) for the cost model: one figure for
+    # both directions, or a (device->host, host->device) pair (what
+    # ``measure_shared_bandwidth`` measures with every rank of a host copying
+    # at once); None measures it once per device, one process copying, and caches it.
+    bandwidth_gbps: Union[None, float, tuple[float, float]] = None
     # schedule="fixed": forward copies allowed in flight; when one more
     # starts, the oldest is released (the compute stream waits for it and its
     # device memory is freed). Bounds the memory held by pending copies.
@@ -185,8 +187,12 @@ def _check_speeds_and_limits(config: OffloadConfig) -> None:
     if config.prefetch_bytes is not None and (not _is_int(config.prefetch_bytes) or config.prefetch_bytes < 0):
         raise ValueError(f"OffloadConfig.prefetch_bytes must be None or an int >= 0, got {config.prefetch_bytes!r}")
     bandwidth = config.bandwidth_gbps
-    if bandwidth is not None and (not _is_number(bandwidth) or not math.isfinite(bandwidth) or not bandwidth > 0):
-        raise ValueError(f"OffloadConfig.bandwidth_gbps must be None or a finite number > 0, got {bandwidth!r}")
+    figures = bandwidth if isinstance(bandwidth, tuple) and len(bandwidth) == 2 else (bandwidth,)
+    if bandwidth is not None and not all(_is_number(v) and math.isfinite(v) and v > 0 for v in figures):
+        raise ValueError(
+            "OffloadConfig.bandwidth_gbps must be None, a finite number > 0 or a (device->host, host->device) "
+            f"pair of them, got {bandwidth!r}"
+        )
     headroom = config.reload_headroom
     if headroom is not None and (
         not _is_number(headroom) or headroom < 0 or (isinstance(headroom, float) and not headroom <= 1)

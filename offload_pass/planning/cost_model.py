@@ -7,8 +7,10 @@ Takes: a device (for its measured speeds) and graph modules. Gives:
   host's time to launch a small kernel. Measured
   once per device and torch version, cached in ``$OFFLOAD_PASS_CACHE_DIR``
   (default ``~/.cache/offload_pass``); ``OffloadConfig.bandwidth_gbps``
-  overrides the copy bandwidth. CPU graphs get fixed figures (their copies are
-  synchronous, the schedule only has to be deterministic there).
+  overrides the copy bandwidth (one figure, or a (device->host, host->device)
+  pair: ``shared_links.measure_shared_bandwidth`` gives one). CPU graphs
+  get fixed figures (their copies are synchronous, the schedule only has
+  to be deterministic there).
 - ``estimate_node_ms(gm, profile)``: a roofline estimate per node: FLOPs from
   ``torch.utils.flop_counter``'s formulas over the fake tensors (and theirs
   for SDPA over the CPU's fused attention, which they lack; fused causal
@@ -28,7 +30,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.fx as fx
@@ -40,7 +42,7 @@ from offload_pass.planning.inductor_model import fused_away
 from offload_pass.planning.rng_wrappers import rng_wrapped
 from offload_pass.units import size_hint
 
-__all__ = ["DeviceProfile", "device_profile", "estimate_node_ms"]
+__all__ = ["DeviceProfile", "copy_gbps", "device_profile", "estimate_node_ms"]
 
 log = logging.getLogger("offload_pass")
 
@@ -88,33 +90,45 @@ def _measure_cuda(device: torch.device) -> DeviceProfile:
     return profile
 
 
-def _measure_cuda_real(device: torch.device) -> DeviceProfile:
-    nbytes = 256 << 20
+def _timed(fn, reps: int) -> float:
+    """Seconds per call of ``fn`` (after one warm-up call), from CUDA events."""
+    fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
+
+
+_COPY_BYTES = 256 << 20
+
+
+def copy_gbps(device: torch.device, nbytes: int = _COPY_BYTES) -> tuple[float, float]:
+    """(device->host, host->device) GB/s of ``nbytes`` copied between
+    ``device`` and pinned host memory: the copies the plans price."""
     with torch.cuda.device(device):
         dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
         host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        d2h = nbytes / _timed(lambda: host.copy_(dev, non_blocking=True), 4) / 1e9
+        h2d = nbytes / _timed(lambda: dev.copy_(host, non_blocking=True), 4) / 1e9
+    return d2h, h2d
+
+
+def _measure_cuda_real(device: torch.device) -> DeviceProfile:
+    nbytes = _COPY_BYTES
+    d2h, h2d = copy_gbps(device, nbytes)
+    with torch.cuda.device(device):
+        dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
         other = torch.empty_like(dev)
-
-        def timed(fn, reps: int) -> float:
-            """Seconds per call, from CUDA events."""
-            fn()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / reps
-
-        d2h = nbytes / timed(lambda: host.copy_(dev, non_blocking=True), 4) / 1e9
-        h2d = nbytes / timed(lambda: dev.copy_(host, non_blocking=True), 4) / 1e9
-        memory = 2 * nbytes / timed(lambda: other.copy_(dev), 8) / 1e9
+        memory = 2 * nbytes / _timed(lambda: other.copy_(dev), 8) / 1e9
         tflops = {}
         n = 4096
         for dtype in (torch.bfloat16, torch.float16, torch.float32):
             a = torch.randn(n, n, device=device, dtype=dtype)
-            tflops[str(dtype).replace("torch.", "")] = 2 * n**3 / timed(lambda: a @ a, 5) / 1e12
-        del dev, host, other
+            tflops[str(dtype).replace("torch.", "")] = 2 * n**3 / _timed(lambda: a @ a, 5) / 1e12
+        del dev, other
         # The host's side of a launch: a kernel too small to keep the device
         # busy, issued back to back (the median of three rounds).
         small = torch.zeros(1024, device=device)
@@ -130,7 +144,7 @@ def _measure_cuda_real(device: torch.device) -> DeviceProfile:
 
 
 def device_profile(
-    device: torch.device, bandwidth_gbps: Optional[float] = None, measure: bool = True
+    device: torch.device, bandwidth_gbps: Union[None, float, tuple[float, float]] = None, measure: bool = True
 ) -> Optional[DeviceProfile]:
     """The speeds of ``device``: measured once, then from the cache file
     (and from ``REGISTRY.device_profiles`` within a process). ``measure=False``:
@@ -163,8 +177,9 @@ def device_profile(
                     log.warning("offload_pass: could not cache the device profile in %s: %s", path, error)
             REGISTRY.device_profiles[name] = profile
     if bandwidth_gbps is not None:
+        d2h, h2d = bandwidth_gbps if isinstance(bandwidth_gbps, tuple) else (bandwidth_gbps, bandwidth_gbps)
         profile = dataclasses.replace(
-            profile, d2h_gbps=bandwidth_gbps, h2d_gbps=bandwidth_gbps, source=profile.source + " + bandwidth_gbps from config"
+            profile, d2h_gbps=d2h, h2d_gbps=h2d, source=profile.source + " + bandwidth_gbps from config"
         )
     return profile
 
