@@ -4,19 +4,27 @@
     torchrun --nproc-per-node 2 examples/train_fsdp.py --model moe --check     # MoE, gradient check
     torchrun --nproc-per-node 2 examples/train_fsdp.py --parallel ddp --json ddp.json
     torchrun --nproc-per-node 2 examples/train_fsdp.py --device cpu --check --steps 2   # CPU, gloo
+    torchrun --nproc-per-node 2 examples/train_fsdp.py --model llama --layers 8 --seq 16384 \
+        --mode budget --memory-budget 0.5 --ckpt --shared-bandwidth --json llama.json   # the 8B shape, cut
 
-Every rank builds the model with the same seed, shards it with ``fully_shard``
-per layer and then the root (``--parallel ddp``: wraps it in
-DistributedDataParallel), marks attention and MLP (MoE: the experts' ``fc1``
-and ``act`` roles), compiles it with an offload backend and trains ``--steps``
-SGD steps on its own data. On CUDA, or with ``--check``, it then runs the same
+Every rank builds the model with the same seed (``--model llama``: Hugging
+Face's ``LlamaForCausalLM`` in Llama-3-8B's shape on CUDA, bf16, fp32 with
+``--check``; tiny on CPU), shards it with ``fully_shard`` per layer and then
+the root (``--parallel ddp``: wraps it in DistributedDataParallel), marks
+attention and MLP (MoE: the experts' ``fc1`` and ``act`` roles), compiles it
+with an offload backend (``--mode budget``: ``mode="budget"`` at
+``--memory-budget`` over what is marked) and trains ``--steps`` SGD steps on
+its own data. On CUDA, or with ``--check``, it then runs the same
 setup (seed, weights, data) compiled with plain Inductor and no marks.
 ``--check`` asserts that every rank's gradients (FSDP2: its local shards)
 are equal at every step. On CUDA each rank prints its peak memory with and
 without offload, the median step time (after ``--warmup`` steps), the bytes
 offloaded per step (sum of ``plan.offloaded_bytes`` over the backend's plans)
-and R = (peak without - peak with) / bytes offloaded; rank 0 prints a table
-and ``--json PATH`` writes it.
+and R = (peak without - peak with) / bytes offloaded, and tokens/s;
+``--ckpt`` adds the same setup with every layer checkpointed (recomputed
+whole in the backward) under plain Inductor, the recipe to beat where plain
+training runs out of memory (a run out of device memory says so in its
+row). Rank 0 prints a table and ``--json PATH`` writes it.
 ``--shared-bandwidth`` (CUDA): before compiling, the ranks measure their
 pinned copies alone and all at once (``offload_pass.measure_shared_bandwidth``)
 and each plans with the shared figures; each rank prints both.
@@ -51,12 +59,22 @@ SIZES = {  # (device, model) -> defaults; any of them can be given on the comman
     ("cpu", "moe"): dict(layers=2, hidden=32, heads=4, ffn=64, experts=4, seq=16, batch=2),
     ("cuda", "decoder"): dict(layers=8, hidden=2048, heads=16, ffn=None, experts=8, seq=2048, batch=2),
     ("cuda", "moe"): dict(layers=4, hidden=1024, heads=8, ffn=2816, experts=8, seq=2048, batch=2),
+    # Hugging Face Llama: the long-context benchmark's 8B shape on CUDA (as many layers as fit), tiny on CPU.
+    ("cpu", "llama"): dict(layers=2, hidden=32, heads=4, ffn=64, experts=0, seq=16, batch=2),
+    ("cuda", "llama"): dict(layers=4, hidden=4096, heads=32, ffn=14336, experts=0, seq=8192, batch=1),
 }
+# Llama's key-value heads and vocabulary, by device (the 8B shape's on CUDA).
+LLAMA_REST = {"cpu": dict(kv_heads=2, vocab=128), "cuda": dict(kv_heads=8, vocab=128256)}
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["decoder", "moe"], default="decoder")
+    p.add_argument("--model", choices=["decoder", "moe", "llama"], default="decoder")
+    p.add_argument("--mode", choices=["marked", "budget"], default="marked",
+                   help="offload what is marked, or mode='budget' over it (--memory-budget)")
+    p.add_argument("--memory-budget", type=float, default=0.5, help="--mode budget: a fraction of the peak, or bytes")
+    p.add_argument("--ckpt", action="store_true",
+                   help="also run the same setup with every layer checkpointed (full recompute), plain Inductor")
     p.add_argument("--parallel", choices=["fsdp", "ddp"], default="fsdp")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: 2 on CPU, 10 on CUDA)")
@@ -80,15 +98,44 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def build(args, device: torch.device, mark: bool) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """The model and what to compile: the model itself under FSDP2, its DDP wrapper."""
+def _llama(args, device: torch.device) -> torch.nn.Module:
+    """A Hugging Face ``LlamaForCausalLM`` of ``args``' sizes (SDPA, no KV
+    cache; fp32 with --check, else bf16 on CUDA), the same weights on every rank."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    rest = LLAMA_REST[device.type]
+    config = LlamaConfig(
+        hidden_size=args.hidden, intermediate_size=args.ffn, num_hidden_layers=args.layers,
+        num_attention_heads=args.heads, num_key_value_heads=rest["kv_heads"], vocab_size=rest["vocab"],
+        max_position_embeddings=max(args.seq, 8192), use_cache=False, attn_implementation="sdpa",
+    )
+    torch.manual_seed(args.seed)
+    dtype = torch.bfloat16 if device.type == "cuda" and not args.check else torch.float32
+    return LlamaForCausalLM(config).to(device=device, dtype=dtype)
+
+
+def layers_of(model: torch.nn.Module) -> torch.nn.ModuleList:
+    return model.model.layers if hasattr(model, "model") else model.layers
+
+
+def build(args, device: torch.device, mark: bool, ckpt: bool = False) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The model and what to compile: the model itself under FSDP2, its DDP
+    wrapper. ``ckpt``: every layer checkpointed (recomputed whole in the backward)."""
     if args.model == "decoder":
         model = make_decoder(args.layers, args.hidden, args.heads, args.ffn, device=device, seed=args.seed)
-    else:
+    elif args.model == "moe":
         model = make_moe(args.layers, args.hidden, args.ffn, args.experts, device=device, seed=args.seed)
+    else:
+        model = _llama(args, device)
+    if ckpt:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+        layers = layers_of(model)
+        for i, layer in enumerate(layers):
+            layers[i] = checkpoint_wrapper(layer)
     if args.parallel == "fsdp":
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))  # FSDP2 would take CUDA if it can
-        for layer in model.layers:
+        for layer in layers_of(model):
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
         wrapped = model
@@ -97,6 +144,8 @@ def build(args, device: torch.device, mark: bool) -> tuple[torch.nn.Module, torc
     if mark:
         if args.model == "decoder":
             offload_pass.offload_modules(model, "layers.*.attn", "layers.*.mlp")
+        elif args.model == "llama":
+            offload_pass.offload_modules(model, "model.layers.*.self_attn", "model.layers.*.mlp")
         else:  # Megatron's expert_fc1 + moe_act
             offload_pass.offload_modules(model, "layers.*.experts", roles=["fc1", "act"])
     return model, wrapped
@@ -106,25 +155,59 @@ def local(grad: torch.Tensor) -> torch.Tensor:
     return grad.to_local() if hasattr(grad, "to_local") else grad  # FSDP2 grads are DTensors
 
 
-def train(args, device: torch.device, rank: int, offload: bool, bandwidth=None) -> dict:
-    model, wrapped = build(args, device, mark=offload)
+def _batch(args, generator: torch.Generator, device: torch.device) -> dict:
+    """One step's inputs: hidden states for the decoder and MoE stacks, token ids (and labels) for Llama."""
+    if args.model == "llama":
+        ids = torch.randint(0, LLAMA_REST[device.type]["vocab"], (args.batch, args.seq), generator=generator)
+        return {"input_ids": ids.to(device), "labels": ids.to(device)}
+    return {"x": torch.randn(args.batch, args.seq, args.hidden, generator=generator).to(device)}
+
+
+def _loss(out) -> torch.Tensor:
+    return out.loss if hasattr(out, "loss") else out
+
+
+def _backend(args, on_cpu: bool, bandwidth):
+    """Ours: what is marked offloaded (the CPU sizes are tiny: whatever its
+    size or gain), or mode='budget' over it."""
+    overrides = {"min_bytes": 0, "keep_if_no_gain": False} if on_cpu else {}
+    if args.no_trim:
+        overrides["keep_if_no_gain"] = False
+    if bandwidth is not None:  # offload_pass.SharedBandwidth
+        overrides["bandwidth_gbps"] = bandwidth.bandwidth_gbps
+    if args.mode == "budget":
+        budget = args.memory_budget
+        overrides.update(mode="budget", memory_budget=int(budget) if budget > 1 else budget)
+    return offload_pass.make_backend(**overrides)
+
+
+def train(args, device: torch.device, rank: int, variant: str, bandwidth=None) -> dict:
+    """``variant``: "offload" (ours), "plain" (plain Inductor) or "ckpt"
+    (every layer checkpointed, plain Inductor). Out of device memory: the
+    row says so (``oom``) instead of its figures."""
+    try:
+        return _steps(args, device, rank, variant, bandwidth)
+    except torch.cuda.OutOfMemoryError as error:
+        return {"rank": rank, "oom": str(error).splitlines()[0], "offloaded_bytes": 0, "grads": []}
+    finally:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        torch._dynamo.reset()
+
+
+def _steps(args, device: torch.device, rank: int, variant: str, bandwidth) -> dict:
+    offload = variant == "offload"
+    model, wrapped = build(args, device, mark=offload, ckpt=variant == "ckpt")
     on_cpu = device.type == "cpu"
-    backend = "inductor"
-    if offload:
-        # The CPU sizes are tiny: offload what is marked, whatever its size or gain.
-        overrides = {"min_bytes": 0, "keep_if_no_gain": False} if on_cpu else {}
-        if args.no_trim:
-            overrides["keep_if_no_gain"] = False
-        if bandwidth is not None:  # offload_pass.SharedBandwidth
-            overrides["bandwidth_gbps"] = bandwidth.bandwidth_gbps
-        backend = offload_pass.make_backend(**overrides)
+    backend = _backend(args, on_cpu, bandwidth) if offload else "inductor"
     compiled = torch.compile(wrapped, backend=backend)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-    generator = torch.Generator().manual_seed(args.seed + 1000 + rank)  # own data per rank, same in both runs
+    generator = torch.Generator().manual_seed(args.seed + 1000 + rank)  # own data per rank, same in every run
     sync = torch.cuda.synchronize if not on_cpu else (lambda: None)
     times, grads = [], []
     for step in range(args.steps):
-        x = torch.randn(args.batch, args.seq, args.hidden, generator=generator).to(device)
+        batch = _batch(args, generator, device)
         if step == args.warmup:
             sync()
             if not on_cpu:
@@ -132,7 +215,7 @@ def train(args, device: torch.device, rank: int, offload: bool, bandwidth=None) 
             copied = offload_pass.runtime.stats()["offload_bytes"]
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        compiled(x).backward()
+        _loss(compiled(**batch)).backward()
         optimizer.step()
         sync()
         if step >= args.warmup:
@@ -140,9 +223,11 @@ def train(args, device: torch.device, rank: int, offload: bool, bandwidth=None) 
         if args.check:  # SGD leaves .grad as it is: copy it outside the timed step
             grads.append({n: local(p.grad).detach().to("cpu", copy=True) for n, p in model.named_parameters()})
     measured = args.steps - args.warmup
+    step_ms = 1e3 * statistics.median(times)
     result = {
         "rank": rank,
-        "step_ms": 1e3 * statistics.median(times),
+        "step_ms": step_ms,
+        "tokens_per_s": args.batch * args.seq / (step_ms / 1e3),
         "peak_bytes": None if on_cpu else torch.cuda.max_memory_allocated(),
         "offloaded_bytes": sum(p.offloaded_bytes for p in backend.plans) if offload else 0,
         "copied_bytes_per_step": (offload_pass.runtime.stats()["offload_bytes"] - copied) // measured,
@@ -151,11 +236,6 @@ def train(args, device: torch.device, rank: int, offload: bool, bandwidth=None) 
     }
     if offload and args.show_plan and rank == 0 and backend.plans:
         print(backend.records[0], flush=True)
-    del model, wrapped, compiled, optimizer
-    gc.collect()
-    if not on_cpu:
-        torch.cuda.empty_cache()
-    torch._dynamo.reset()
     return result | {"grads": grads}
 
 
@@ -169,6 +249,33 @@ def compare(got: list[dict], want: list[dict]) -> list[str]:
             except AssertionError as error:
                 failures.append(f"step {step}, {name}: {str(error).splitlines()[-1]}")
     return failures
+
+
+def _line(row: dict) -> str:
+    """A rank's figures in a line."""
+    if "oom" in row:
+        return f"with offload, out of device memory ({row['oom']})"
+    mib = 2**-20
+    line = (f"offloaded {row['offloaded_bytes'] * mib:.2f} MiB/step ({row['offloaded_tensors']} tensors, "
+            f"{row['plans']} plans), step {row['step_ms']:.1f} ms, {row['tokens_per_s']:.0f} tokens/s")
+    if row["peak_bytes"] is not None and row.get("peak_bytes_without") is not None:
+        line += (f", peak {row['peak_bytes'] * mib:.0f} MiB with offload, "
+                 f"{row['peak_bytes_without'] * mib:.0f} MiB without, R {row.get('R', float('nan')):.2f}")
+    return line
+
+
+def _cells(r: dict, suffix: str) -> str:
+    """One variant's cells of the table (``suffix``: "" ours, "_without" plain, "_ckpt")."""
+    oom = r.get(f"oom{suffix}") if suffix else r.get("oom")
+    if oom:
+        return f"{'out of device memory':>29}"
+    mib = 2**-20
+    peak = r.get(f"peak_bytes{suffix}")
+    peak_text = "-" if peak is None else f"{peak * mib:.0f}"
+    offl = f"{r['offloaded_bytes'] * mib:.2f}" if not suffix else "-"
+    r_text = f"{r['R']:.2f}" if not suffix and "R" in r else "-"
+    return (f"{peak_text:>9} {r[f'step_ms{suffix}']:>9.1f} {r[f'tokens_per_s{suffix}']:>9.0f} "
+            f"{offl:>9} {r_text:>5}")
 
 
 def main() -> None:
@@ -192,39 +299,34 @@ def main() -> None:
             raise SystemExit("--shared-bandwidth measures pinned copies to the GPU: it needs --device cuda")
         shared = offload_pass.measure_shared_bandwidth(device)
         print(f"rank {rank}: {shared.describe()}", flush=True)
-    with_offload = train(args, device, rank, offload=True, bandwidth=shared)
-    without = train(args, device, rank, offload=False) if args.check or device.type == "cuda" else None
+    with_offload = train(args, device, rank, "offload", bandwidth=shared)
+    without = train(args, device, rank, "plain") if args.check or device.type == "cuda" else None
+    ckpt = train(args, device, rank, "ckpt") if args.ckpt else None
     row = {k: v for k, v in with_offload.items() if k != "grads"}
     if shared is not None:
         row |= {"copy_gbps_solo": shared.solo, "copy_gbps_shared": shared.shared}
-    if without is not None:
-        row |= {"step_ms_without": without["step_ms"], "peak_bytes_without": without["peak_bytes"]}
-    if row["peak_bytes"] is not None and row["offloaded_bytes"]:
+    for name, other in (("without", without), ("ckpt", ckpt)):
+        if other is not None:
+            row |= {f"{key}_{name}": other.get(key) for key in ("step_ms", "peak_bytes", "tokens_per_s", "oom")}
+    if row.get("peak_bytes") is not None and row.get("peak_bytes_without") is not None and row.get("offloaded_bytes"):
         row["R"] = (row["peak_bytes_without"] - row["peak_bytes"]) / row["offloaded_bytes"]
     if args.check:
-        row["grad_failures"] = compare(with_offload["grads"], without["grads"])
-    mib = 2**-20
-    line = (f"rank {rank}: offloaded {row['offloaded_bytes'] * mib:.2f} MiB/step "
-            f"({row['offloaded_tensors']} tensors, {row['plans']} plans), step {row['step_ms']:.1f} ms")
-    if row["peak_bytes"] is not None:
-        line += (f", peak {row['peak_bytes'] * mib:.0f} MiB with offload, "
-                 f"{row['peak_bytes_without'] * mib:.0f} MiB without, R {row.get('R', float('nan')):.2f}")
-    print(line, flush=True)
+        ran = "oom" not in with_offload and "oom" not in without
+        row["grad_failures"] = compare(with_offload["grads"], without["grads"]) if ran else ["out of device memory"]
+    print(f"rank {rank}: {_line(row)}", flush=True)
 
     rows = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
         print(f"\n{args.model} / {args.parallel} / {args.device}, {world} ranks, {args.layers} layers, "
               f"hidden {args.hidden}, batch {args.batch} x seq {args.seq}, {args.steps} steps")
-        print(f"{'rank':>4} {'peak off':>9} {'peak base':>9} {'offl MiB':>9} {'R':>5} {'ms off':>8} {'ms base':>8}")
+        print(f"{'rank':>4} {'variant':>8} {'peak MiB':>9} {'step ms':>9} {'tokens/s':>9} {'offl MiB':>9} {'R':>5}")
         for r in rows:
-            peaks = [r.get(k) for k in ("peak_bytes", "peak_bytes_without")]
-            peaks = ["-" if p is None else f"{p * mib:.0f}" for p in peaks]
-            base_ms = f"{r['step_ms_without']:.1f}" if "step_ms_without" in r else "-"
-            r_text = f"{r['R']:.2f}" if "R" in r else "-"
-            print(f"{r['rank']:>4} {peaks[0]:>9} {peaks[1]:>9} {r['offloaded_bytes'] * mib:>9.2f} "
-                  f"{r_text:>5} {r['step_ms']:>8.1f} {base_ms:>8}")
-        if any(r["copied_bytes_per_step"] != r["offloaded_bytes"] for r in rows):
+            for name, suffix in (("ours", ""), ("plain", "_without"), ("ckpt", "_ckpt")):
+                if suffix and f"step_ms{suffix}" not in r:
+                    continue
+                print(f"{r['rank']:>4} {name:>8} {_cells(r, suffix)}")
+        if any(r.get("copied_bytes_per_step", 0) != r["offloaded_bytes"] for r in rows if "oom" not in r):
             print("note: bytes copied per step (runtime) differ from the plans' sum:",
                   [r["copied_bytes_per_step"] for r in rows])
         if args.check:
