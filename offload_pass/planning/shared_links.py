@@ -52,7 +52,7 @@ class SharedBandwidth:
     def describe(self) -> str:
         d2h, h2d = self.share
         return (
-            f"copies with {self.ranks} ranks at once: device->host {self.shared[0]:.1f} GB/s "
+            f"copies with {self.ranks} rank{'s' if self.ranks != 1 else ''} at once: device->host {self.shared[0]:.1f} GB/s "
             f"({d2h:.0%} of {self.solo[0]:.1f} alone), host->device {self.shared[1]:.1f} GB/s "
             f"({h2d:.0%} of {self.solo[1]:.1f} alone)"
         )
