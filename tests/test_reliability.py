@@ -524,7 +524,7 @@ def test_pinned_allocation_failure_falls_back(monkeypatch):
         raise RuntimeError("CUDA error: out of memory (simulated)")
 
     monkeypatch.setattr(runtime.host_pool, "_host_like", failing)
-    monkeypatch.setattr(runtime.host_pool, "_page_locked", lambda nbytes, pin: failing(None, pin))
+    monkeypatch.setattr(runtime.host_pool, "_page_locked", lambda nbytes, pin, device: failing(None, pin))
     # A host-pool buffer an earlier test left would still serve the copies.
     runtime.clear_host_pools()
     runtime.reset_stats()
