@@ -278,6 +278,30 @@ def _cells(r: dict, suffix: str) -> str:
             f"{offl:>9} {r_text:>5}")
 
 
+def _report(args, rows: list[dict], world: int) -> None:
+    """Rank 0's table of every rank's rows, the gradient check's verdict, the JSON."""
+    print(f"\n{args.model} / {args.parallel} / {args.device}, {world} ranks, {args.layers} layers, "
+          f"hidden {args.hidden}, batch {args.batch} x seq {args.seq}, {args.steps} steps")
+    print(f"{'rank':>4} {'variant':>8} {'peak MiB':>9} {'step ms':>9} {'tokens/s':>9} {'offl MiB':>9} {'R':>5}")
+    for r in rows:
+        for name, suffix in (("ours", ""), ("plain", "_without"), ("ckpt", "_ckpt")):
+            if suffix and f"step_ms{suffix}" not in r:
+                continue
+            print(f"{r['rank']:>4} {name:>8} {_cells(r, suffix)}")
+    if any(r.get("copied_bytes_per_step", 0) != r["offloaded_bytes"] for r in rows if "oom" not in r):
+        print("note: bytes copied per step (runtime) differ from the plans' sum:",
+              [r["copied_bytes_per_step"] for r in rows])
+    if args.check:
+        failed = {r["rank"]: r["grad_failures"] for r in rows if r["grad_failures"]}
+        for r, failures in failed.items():
+            print(f"rank {r}: {len(failures)} gradients differ from plain Inductor:\n  " + "\n  ".join(failures[:20]))
+        if not failed:
+            print(f"gradient check passed: every rank, {args.steps} steps, equal to plain Inductor")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "ranks": rows}, f, indent=2)
+
+
 def main() -> None:
     args = parse_args()
     if args.device == "cuda":
@@ -318,26 +342,7 @@ def main() -> None:
     rows = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
-        print(f"\n{args.model} / {args.parallel} / {args.device}, {world} ranks, {args.layers} layers, "
-              f"hidden {args.hidden}, batch {args.batch} x seq {args.seq}, {args.steps} steps")
-        print(f"{'rank':>4} {'variant':>8} {'peak MiB':>9} {'step ms':>9} {'tokens/s':>9} {'offl MiB':>9} {'R':>5}")
-        for r in rows:
-            for name, suffix in (("ours", ""), ("plain", "_without"), ("ckpt", "_ckpt")):
-                if suffix and f"step_ms{suffix}" not in r:
-                    continue
-                print(f"{r['rank']:>4} {name:>8} {_cells(r, suffix)}")
-        if any(r.get("copied_bytes_per_step", 0) != r["offloaded_bytes"] for r in rows if "oom" not in r):
-            print("note: bytes copied per step (runtime) differ from the plans' sum:",
-                  [r["copied_bytes_per_step"] for r in rows])
-        if args.check:
-            failed = {r["rank"]: r["grad_failures"] for r in rows if r["grad_failures"]}
-            for r, failures in failed.items():
-                print(f"rank {r}: {len(failures)} gradients differ from plain Inductor:\n  " + "\n  ".join(failures[:20]))
-            if not failed:
-                print(f"gradient check passed: every rank, {args.steps} steps, equal to plain Inductor")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"args": vars(args), "ranks": rows}, f, indent=2)
+        _report(args, rows, world)
     failed_anywhere = args.check and any(r["grad_failures"] for r in rows)
     dist.destroy_process_group()
     if failed_anywhere:
