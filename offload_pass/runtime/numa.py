@@ -117,6 +117,17 @@ def _syscall(table: dict[str, int]) -> Optional[int]:
     return table.get(platform.machine())
 
 
+def _libc() -> ctypes.CDLL:
+    """The C library's ``syscall``, with errno kept (one handle per process)."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+_LIBC: Optional[ctypes.CDLL] = None
+
+
 def _mask(node: int) -> tuple[ctypes.Array, int]:
     words = node // _WORD_BITS + 1
     mask = (ctypes.c_ulong * words)()
@@ -135,8 +146,7 @@ def prefer_node(address: int, nbytes: int, node: int) -> Placement:
         raise ValueError(f"prefer_node: address {address:#x} is not on a {_PAGE}-byte page boundary")
     mask, maxnode = _mask(node)
     length = -(-nbytes // _PAGE) * _PAGE
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = libc.syscall(
+    result = _libc().syscall(
         ctypes.c_long(number), ctypes.c_void_p(address), ctypes.c_ulong(length), ctypes.c_int(MPOL_PREFERRED),
         mask, ctypes.c_ulong(maxnode), ctypes.c_uint(_MPOL_MF_MOVE),
     )
@@ -153,11 +163,9 @@ def policy_of(address: int) -> Optional[tuple[int, int]]:
     if number is None:
         return None
     policy = ctypes.c_int(-1)
-    mask, maxnode = _mask(_WORD_BITS - 1)
-    mask[0] = 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = libc.syscall(
-        ctypes.c_long(number), ctypes.byref(policy), mask, ctypes.c_ulong(maxnode), ctypes.c_void_p(address),
+    mask = (ctypes.c_ulong * 1)()  # the first 64 nodes
+    result = _libc().syscall(
+        ctypes.c_long(number), ctypes.byref(policy), mask, ctypes.c_ulong(_WORD_BITS + 1), ctypes.c_void_p(address),
         ctypes.c_ulong(_MPOL_F_ADDR),
     )
     if result != 0:
