@@ -133,8 +133,21 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
     from offload_pass.planning import release_points
 
     class FullWalk(release_points._ReleaseWalk):
+        every_node = True
+
         def release_over_ceiling(self, k):
-            self._release_over(k)
+            # Every held copy looked at: those past their last forward use
+            # summed, the oldest of them that free the bytes over released.
+            holding = [c for c in self.held if c.free_from < k]
+            over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
+            slot = max([s for s in range(k) if self.safe[s]], default=-1)
+            goes = [c for c in holding if c.free_from <= slot]
+            while len(goes) > 1 and sum(c.nbytes for c in goes[:-1]) >= over:
+                goes.pop()
+            if over > 0 and goes:
+                newest = self.held.index(goes[-1])
+                self._release([c for c in self.held[: newest + 1] if c.free_from <= slot], slot)
+                self.clock += max(0.0, self.landed[goes[-1].key] - self.ends[slot])
 
         def release_landed(self, k, last):
             self._release([c for c in self.held if c.free_from <= k and (self.landed[c.key] <= self.clock or last)], k)
@@ -160,35 +173,41 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
     assert differed > 100  # the draws release copies later than their last use: waits and landings are exercised
 
 
-def test_reloads_that_fit_are_placed_in_one_pass_where_the_placer_places_them(monkeypatch):
+def test_reloads_placed_in_runs_go_where_the_placer_places_them_one_by_one(monkeypatch):
     # Without a prefetch bound or Inductor's slots, schedule_reloads places
-    # every reload at its latest start in one pass where all of them together
-    # fit under the ceiling, else runs the placer. The placer alone must place
-    # the same reloads on random backwards, those that fit and those it moves.
+    # the reloads in runs at their latest starts, as many as fit together,
+    # handing the placer only the first that would pass the ceiling. The
+    # placer alone, one reload at a time, must place the same reloads on
+    # random backwards: those that all fit, and those where it moves one or
+    # several.
     from offload_pass.planning import reload_points
 
+    def one_by_one(placer, reloads, latest):
+        issue, floor = {}, placer.first
+        for r, latest_start in zip(reloads, latest):
+            floor = issue[r.key] = placer.place(r, latest_start, floor)
+        return issue
+
     rng = random.Random(11)
-    fitted = moved = 0
-    for draw in range(400):
+    moves = []
+    for draw in range(600):
         n = rng.randint(2, 40)
-        ms = [rng.uniform(0.1, 2.0) for _ in range(n)]
+        ms = [rng.choice([0.0, rng.uniform(0.1, 2.0)]) for _ in range(n)]
         live = [rng.randint(0, 100) for _ in range(n)]
         reloads = sorted(
-            (Reload(f"r{i}", rng.randint(1, 60), rng.randrange(n + 1)) for i in range(rng.randint(1, 12))),
+            (Reload(f"r{i}", rng.randint(1, 60), rng.randrange(n + 1)) for i in range(rng.randint(1, 16))),
             key=lambda r: r.consumer,
         )
         args = (ms, live, reloads, rng.uniform(5.0, 80.0), rng.randint(60, 300), rng.randrange(3))
-        one_pass = schedule_reloads(*args)
+        in_runs = schedule_reloads(*args)
         with monkeypatch.context() as m:
-            m.setattr(reload_points, "_at_latest_starts_if_they_fit", lambda *a: None)
+            m.setattr(reload_points, "_placed_in_runs", one_by_one)
             placed = schedule_reloads(*args)
-        assert one_pass == placed, (draw, args)
-        fits = reload_points._at_latest_starts_if_they_fit(
-            *reload_points._latest_starts(ms, reloads, args[3], reload_points.RELOAD_MARGIN), live, reloads, args[4], args[5]
-        )
-        fitted += fits is not None
-        moved += fits is None and placed != schedule_reloads(*args[:4], ceiling=10**9, first=args[5])
-    assert fitted > 100 and moved > 50  # both paths taken, and the placer's moves exercised
+        assert in_runs == placed, (draw, args)
+        unbounded = schedule_reloads(*args[:4], ceiling=10**9, first=args[5])
+        moves.append(sum(placed[r.key] != unbounded[r.key] for r in reloads))
+    # Every kind of draw: all fit, one reload moved, several moved.
+    assert moves.count(0) > 100 and moves.count(1) > 30 and sum(m > 2 for m in moves) > 30, moves
 
 
 def test_release_never_precedes_the_last_forward_use():

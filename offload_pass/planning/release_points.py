@@ -14,6 +14,7 @@ forward graph, releases only at slots that split no fused kernel,
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional, Sequence
 
 import torch.fx as fx
@@ -80,15 +81,10 @@ def schedule_releases(
     issued_at: dict[int, list[CopyOut]] = {}
     for c in order:
         issued_at.setdefault(c.issued, []).append(c)
-    rank = {c.key: i for i, c in enumerate(order)}
-    walk = _ReleaseWalk(base_live, ceiling, safe, rank, margin, d2h_bytes_per_ms)
+    walk = _ReleaseWalk(base_live, ceiling, safe, margin, d2h_bytes_per_ms)
     if start:
         walk.resume(node_ms[:start], [c for c in order if c.issued < start], released or {})
-    for k in range(start, len(node_ms)):
-        walk.release_over_ceiling(k)
-        walk.run(node_ms[k], issued_at.get(k, ()))
-        if safe[k]:
-            walk.release_landed(k, k == last)
+    walk.walk(node_ms, start, issued_at)
     for c in walk.held:  # last used by the last node
         walk.release[c.key] = max(c.free_from, last)
     return walk.release
@@ -103,7 +99,6 @@ class _ReleaseWalk:
     base_live: Sequence[int]
     ceiling: int
     safe: list[bool]
-    rank: dict[str, int]  # each copy's place in issue order
     margin: float
     d2h_bytes_per_ms: float
     # Issued and not released, in issue order.
@@ -120,6 +115,12 @@ class _ReleaseWalk:
     past_use_bytes: int = 0
     past_use: set[str] = dataclasses.field(default_factory=set)
     in_use: dict[int, list[CopyOut]] = dataclasses.field(default_factory=dict)
+    # ``held`` changes; after a look for landed copies that released none,
+    # (``held`` then, the clock and the node from which the look could
+    # release one: the first copy not landed lands, or a landed one is
+    # past its last forward use).
+    changes: int = 0
+    idle: tuple[int, float, float] = (-1, 0.0, 0.0)
 
     def resume(self, node_ms: Sequence[float], issued: Sequence[CopyOut], released: dict[str, int]) -> None:
         """The walk's state after ``node_ms`` ran without a wait, ``issued``
@@ -135,6 +136,33 @@ class _ReleaseWalk:
             else:
                 self._hold(c)
 
+    # Walk every node through ``release_over_ceiling`` and ``release_landed``
+    # (False: only the nodes where either can act; the same releases).
+    every_node = False
+
+    def walk(self, node_ms: Sequence[float], start: int, issued_at: dict[int, list[CopyOut]]) -> None:
+        """Walk nodes ``start`` on: before each, the releases memory needs;
+        after it, the copies it produces start and, after a safe one, the
+        landed copies go. The selection's searches walk thousands of
+        forwards: the checks that find nothing to do are made here, inline."""
+        last = len(node_ms) - 1
+        in_use, base_live, ceiling, safe = self.in_use, self.base_live, self.ceiling, self.safe
+        ends, every = self.ends, self.every_node
+        for k in range(start, last + 1):
+            if every or k - 1 in in_use or base_live[k] + self.past_use_bytes > ceiling:
+                self.release_over_ceiling(k)
+            self.clock += node_ms[k]
+            ends.append(self.clock)
+            issued = issued_at.get(k)
+            if issued:
+                for c in issued:
+                    self._copy_out(c)
+                    self._hold(c)
+            if safe[k] and self.held:
+                changes, lands, free = self.idle
+                if every or k == last or changes != self.changes or self.clock >= lands or k >= free:
+                    self.release_landed(k, k == last)
+
     def release_over_ceiling(self, k: int) -> None:
         """Before node k: where the copies held would lift memory above the
         ceiling, release the oldest, as few as bring it under, at the last
@@ -149,28 +177,22 @@ class _ReleaseWalk:
             self._release_over(k)
 
     def _release_over(self, k: int) -> None:
-        holding = [c for c in self.held if c.free_from < k]
-        over = self.base_live[k] + sum(c.nbytes for c in holding) - self.ceiling
+        # The copies past their last forward use are those held from before
+        # k: ``past_use_bytes`` is their bytes.
+        over = self.base_live[k] + self.past_use_bytes - self.ceiling
         slot = k - 1
         while slot >= 0 and not self.safe[slot]:
             slot -= 1
         if over > 0 and slot >= 0:
-            newest = _newest_to_release(holding, over, slot)
+            newest = _newest_to_release(self.held, over, slot)
             if newest is not None:
-                newest_rank = self.rank[newest.key]
-                oldest = [c for c in self.held if c.free_from <= slot and self.rank[c.key] <= newest_rank]
+                # ``held`` is in issue order: the oldest are those up to the newest.
+                oldest = [c for c in self.held[: newest + 1] if c.free_from <= slot]
+                newest = self.held[newest]
                 self._release(oldest, slot)
                 # The compute stream waits after ``slot`` for the newest one;
                 # what ran since then runs that much later.
                 self.clock += max(0.0, self.landed[newest.key] - self.ends[slot])
-
-    def run(self, ms: float, issued: Sequence[CopyOut]) -> None:
-        """The next node runs for ``ms``; then the copies it produces start."""
-        self.clock += ms
-        self.ends.append(self.clock)
-        for c in issued:
-            self._copy_out(c)
-            self._hold(c)
 
     def _copy_out(self, c: CopyOut) -> None:
         """``c``'s copy queues on the device->host stream from its producer's end."""
@@ -181,6 +203,7 @@ class _ReleaseWalk:
         """``c`` held after the last node walked: counted past its last forward
         use from the node after that use (``release_over_ceiling``)."""
         self.held.append(c)
+        self.changes += 1
         if c.free_from < len(self.ends) - 1:
             self._past_use(c)
         else:
@@ -190,40 +213,52 @@ class _ReleaseWalk:
         """After safe node k: every copy past its last forward use that has
         landed (every one, after the ``last`` node). ``held`` is in issue
         order and the copies land in that order: the first not landed ends
-        the look."""
-        if not self.held or not last and self.landed[self.held[0].key] > self.clock:
-            return
-        landed = []
+        the look. Where none goes, ``idle`` says from when one could."""
+        landed, lands, free = [], math.inf, math.inf
         for c in self.held:
             if not last and self.landed[c.key] > self.clock:
+                lands = self.landed[c.key]
                 break
             if c.free_from <= k:
                 landed.append(c)
-        self._release(landed, k)
+            else:
+                free = min(free, c.free_from)
+        if landed:
+            self._release(landed, k)
+        else:
+            self.idle = (self.changes, lands, free)
 
     def _release(self, copies: list[CopyOut], slot: int) -> None:
+        """Release ``copies`` (held, in issue order) after ``slot``."""
         for c in copies:
             self.release[c.key] = slot
-            self.held.remove(c)
             if c.key in self.past_use:
                 self.past_use.remove(c.key)
                 self.past_use_bytes -= c.nbytes
+        if copies and self.held[len(copies) - 1] is copies[-1]:
+            del self.held[: len(copies)]  # the oldest held, as a release mostly takes
+        else:
+            gone = {c.key for c in copies}
+            self.held = [c for c in self.held if c.key not in gone]
+        self.changes += 1
 
     def _past_use(self, c: CopyOut) -> None:
         self.past_use.add(c.key)
         self.past_use_bytes += c.nbytes
 
 
-def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[CopyOut]:
-    """The newest of the oldest copies in ``holding`` (in issue order) whose
-    release may go after ``slot`` and that free ``over`` bytes together (as
-    many as there are, if fewer do); None if none may go there."""
+def _newest_to_release(holding: list[CopyOut], over: int, slot: int) -> Optional[int]:
+    """The place in ``holding`` (in issue order) of the newest of the oldest
+    copies whose release may go after ``slot`` and that free ``over`` bytes
+    together (as many as there are, if fewer do); None if none may go
+    there. Copies whose release may not go there are passed over:
+    ``holding`` may hold copies still in use."""
     newest, freed = None, 0
-    for c in holding:
+    for i, c in enumerate(holding):
         if freed >= over:
             break
         if c.free_from <= slot:
-            newest, freed = c, freed + c.nbytes
+            newest, freed = i, freed + c.nbytes
     return newest
 
 

@@ -25,7 +25,7 @@ from offload_pass.planning.cost_model import DeviceProfile
 from offload_pass.planning.inductor_model import in_place_slots
 from offload_pass.planning.lifetimes import CopyLifetime
 
-__all__ = ["RELOAD_MARGIN", "Reload", "reload_ceiling", "reload_schedule", "schedule_reloads"]
+__all__ = ["RELOAD_MARGIN", "Reload", "node_starts", "reload_ceiling", "reload_schedule", "schedule_reloads"]
 
 # The estimates are rough (no fusion, no overlap between kernels); reloads
 # start this much earlier than the estimate says they must.
@@ -51,13 +51,20 @@ def reload_ceiling(ideal_peak: int, headroom: Union[int, float], offloaded: int,
     return ceiling if target is None else min(ceiling, max(ideal_peak, target))
 
 
+def node_starts(node_ms: Sequence[float]) -> list[float]:
+    """The start of each node and the end of the last, from the first's start."""
+    return [0.0, *itertools.accumulate(node_ms)]
+
+
 def _latest_starts(
-    node_ms: Sequence[float], reloads: Sequence[Reload], h2d_bytes_per_ms: float, margin: float
-) -> tuple[list[float], list[float]]:
-    """Start time of each node, and the latest start of each reload: copies
-    run one after the other on the host->device stream, so each bound comes
-    from the last reload backwards."""
-    start = [0.0, *itertools.accumulate(node_ms)]
+    node_ms: Sequence[float], reloads: Sequence[Reload], h2d_bytes_per_ms: float, margin: float,
+    start: Optional[Sequence[float]] = None,
+) -> tuple[Sequence[float], list[float]]:
+    """Start time of each node (``start``, ``node_starts``, where known),
+    and the latest start of each reload: copies run one after the other on
+    the host->device stream, so each bound comes from the last reload
+    backwards."""
+    start = node_starts(node_ms) if start is None else start
     latest: list[float] = []
     bound = float("inf")
     for r in reversed(reloads):
@@ -86,6 +93,7 @@ def schedule_reloads(
     margin: float = RELOAD_MARGIN,
     prefetch_bytes: Optional[int] = None,
     safe: Optional[Sequence[bool]] = None,
+    starts: Optional[Sequence[float]] = None,
 ) -> dict[str, int]:
     """For each reload, the index of the backward node it is issued before.
 
@@ -108,13 +116,13 @@ def schedule_reloads(
     moves there (a reload a little early costs no time) when its bytes fit
     under ``ceiling`` and ``prefetch_bytes`` from there, else later, after
     the next node that runs in place.
+    ``starts``: ``node_starts(node_ms)``, where the caller keeps it (the
+    selection's search places reloads over one backward thousands of times).
     """
-    start, latest = _latest_starts(node_ms, reloads, h2d_bytes_per_ms, margin)
-    if prefetch_bytes is None and safe is None:
-        fits = _at_latest_starts_if_they_fit(start, latest, base_live, reloads, ceiling, first)
-        if fits is not None:
-            return fits
+    start, latest = _latest_starts(node_ms, reloads, h2d_bytes_per_ms, margin, starts)
     placer = _ReloadPlacer(start, np.array(base_live, dtype=np.int64), ceiling, first, prefetch_bytes, safe)
+    if prefetch_bytes is None and safe is None:
+        return _placed_in_runs(placer, reloads, latest)
     issue: dict[str, int] = {}
     floor = first
     for r, latest_start in zip(reloads, latest):
@@ -123,37 +131,71 @@ def schedule_reloads(
     return issue
 
 
-def _at_latest_starts_if_they_fit(
-    start: Sequence[float],
-    latest: Sequence[float],
-    base_live: Sequence[int],
-    reloads: Sequence[Reload],
-    ceiling: int,
-    first: int,
-) -> Optional[dict[str, int]]:
-    """``schedule_reloads``' result where no reload has to wait for room
-    (no ``prefetch_bytes``, every slot in place): each reload at the last
-    node starting by its latest start, not before the one before it. None
-    where those reloads together would lift memory over ``ceiling``
-    somewhere. Why that is the placer's result: the placer adds the reloads
-    one by one and only ever adds bytes, so if every reload fits with all of
-    them placed, each fitted when it was placed and none was moved. The
-    common case (reloads with room under the ceiling), in one pass over the
-    backward instead of one per reload: the selection's search simulates
-    thousands of sets."""
+def _placed_in_runs(placer: "_ReloadPlacer", reloads: Sequence[Reload], latest: Sequence[float]) -> dict[str, int]:
+    """``schedule_reloads``' result without a prefetch bound or Inductor's
+    slots, as the placer gives it, in runs: each reload of a run at the last
+    node starting by its latest start, not before the one before it (a
+    running largest); the run is the longest that fits under the ceiling
+    placed so (``_fitting``), the reload after it is placed by the placer
+    (moved later), and the next run starts after that one.
+
+    Why that is the placer's result: the placer adds the reloads one by one
+    and only ever adds bytes, so where a run's reloads hold no point of
+    their spans over the ceiling together, each fitted when it was placed;
+    where one more does, the point over is in that one's span (the others
+    held it under before) and the placer moves it. Usually the reloads at
+    the start of the backward, where memory is tightest, move and the rest
+    fit: a few passes over the backward instead of one per reload (the
+    selection's search simulates thousands of sets)."""
     issue: dict[str, int] = {}
-    delta = np.zeros(len(base_live) + 1, dtype=np.int64)
-    floor = first
-    for r, latest_start in zip(reloads, latest):
-        consumer = max(r.consumer, floor)
-        at = max(bisect.bisect_right(start, latest_start, floor, consumer + 1) - 1, floor)
-        issue[r.key] = floor = at
-        delta[at] += r.nbytes
-        delta[consumer] -= r.nbytes
-    in_flight = np.cumsum(delta)[: len(base_live)]
-    if bool(((in_flight != 0) & (np.asarray(base_live, dtype=np.int64) + in_flight > ceiling)).any()):
-        return None
+    nbytes = np.array([r.nbytes for r in reloads], dtype=np.int64)
+    consumer = np.array([r.consumer for r in reloads], dtype=np.int64)
+    # The last node starting by each latest start, never past the consumer.
+    latest_node = np.minimum(np.searchsorted(np.asarray(placer.start), np.asarray(latest), side="right") - 1, consumer)
+    floor, done = placer.first, 0
+    while done < len(reloads):
+        at = np.maximum.accumulate(np.maximum(latest_node[done:], floor))
+        end = np.maximum(consumer[done:], at)
+        run = _fitting(placer, at, end, nbytes[done:])
+        issue.update(zip((r.key for r in reloads[done:done + run]), at[:run].tolist()))
+        if done + run == len(reloads):
+            break
+        placer.live += _held(at[:run], end[:run], nbytes[done:done + run], len(placer.live))
+        floor = int(at[run - 1]) if run else floor
+        done += run
+        floor = issue[reloads[done].key] = placer.place(reloads[done], latest[done], floor)
+        done += 1
     return issue
+
+
+def _fitting(placer: "_ReloadPlacer", at: np.ndarray, end: np.ndarray, nbytes: np.ndarray) -> int:
+    """How many of these reloads, held from ``at`` to ``end``, fit one by one
+    under the ceiling over ``placer.live``: the largest ``m`` whose first
+    ``m`` hold no point of their spans over it together (more reloads hold
+    more: the answer is found by doubling, then bisecting)."""
+    def fits(m: int) -> bool:
+        over = placer.live + _held(at[:m], end[:m], nbytes[:m], len(placer.live)) > placer.ceiling
+        crossed = np.concatenate(([0], np.cumsum(over)))
+        return not bool((crossed[end[:m]] > crossed[at[:m]]).any())
+
+    if fits(len(at)):
+        return len(at)
+    good, step = 0, 1
+    while good + step < len(at) and fits(good + step):
+        good, step = good + step, 2 * step
+    bad = min(good + step, len(at))
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+def _held(at: np.ndarray, end: np.ndarray, nbytes: np.ndarray, points: int) -> np.ndarray:
+    """The bytes of reloads held from ``at`` to ``end`` (exclusive) at each of ``points``."""
+    delta = np.zeros(points + 1, dtype=np.int64)
+    np.add.at(delta, at, nbytes)
+    np.add.at(delta, end, -nbytes)
+    return np.cumsum(delta)[:points]
 
 
 @dataclasses.dataclass

@@ -26,6 +26,8 @@ ops' time; the peak is the highest point of memory over the step.
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 from typing import Optional, Sequence
 
 import numpy as np
@@ -167,14 +169,18 @@ def _scheduled(
         else:
             issued.setdefault(c.produced, []).append(c)
         released.setdefault(release[c.key], []).append(c)
-    for k in range(start, len(step.fw_ms)):
-        clock += step.fw_ms[k]
+    # Node by node, the clock summed in order (as the walk sums it, to the
+    # last bit); between the nodes that issue or release, in one reduction.
+    fw_ms, walked = step.fw_ms, start
+    for k in sorted(k for k in issued.keys() | released.keys() if k >= start):
+        clock = functools.reduce(operator.add, fw_ms[walked:k + 1], clock)
+        walked = k + 1
         for c in issued.get(k, ()):
             stream = max(clock, stream) + c.nbytes / step.d2h_bytes_per_ms
             landed[c.key] = stream
         for c in released.get(k, ()):
             clock = max(clock, landed[c.key])
-    return release, clock
+    return release, functools.reduce(operator.add, fw_ms[walked:], clock)
 
 
 def simulate_offload(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> Estimate:
@@ -219,7 +225,8 @@ def _backward(step: StepWithoutOffload, order: Sequence[Candidate], ideal: np.nd
         int(ideal.max()) if len(ideal) else 0, step.reload_headroom, sum(c.nbytes for c in order), step.reload_target
     )
     issue = schedule_reloads(
-        step.bw_ms, ideal[n_fw:], reloads, step.h2d_bytes_per_ms, ceiling, prefetch_bytes=step.prefetch_bytes
+        step.bw_ms, ideal[n_fw:], reloads, step.h2d_bytes_per_ms, ceiling, prefetch_bytes=step.prefetch_bytes,
+        starts=step.bw_node_starts,
     )
     # Events in the order the backward meets them: before node k, the
     # reloads issued there, then the waits of its consumers.

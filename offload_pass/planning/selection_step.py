@@ -102,6 +102,13 @@ class StepWithoutOffload:
         return [e - t for e, t in zip(self.bw_end, self.bw_ms)]
 
     @functools.cached_property
+    def bw_node_starts(self) -> np.ndarray:
+        """``reload_points.node_starts`` of the backward, as an array (read-only)."""
+        starts = np.array([0.0, *self.bw_end], dtype=np.float64)
+        starts.setflags(write=False)
+        return starts
+
+    @functools.cached_property
     def host_bound(self) -> "_RangeMax":
         """Per forward point k that runs on the device: when the host has
         issued it plus the device's time from it to the forward's end, the
