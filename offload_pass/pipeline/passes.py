@@ -21,10 +21,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 import torch.fx as fx
-from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.config import OffloadConfig
+from offload_pass.pipeline.joint_cse import partition_joint
 from offload_pass.enums import Mode, PassName
 from offload_pass.planning.blocks import BlockCut, cut_tags, find_blocks
 from offload_pass.planning.calibration import Calibration, overhead_allowed
@@ -193,7 +193,7 @@ def partition(state: PassState, ctx: PassContext) -> PassState:
         if cut is not None:
             tagged = stack.enter_context(cut_tags(ctx.joint, find_blocks(ctx.joint.graph), cut))
             log.debug("offload_pass: %s %s: %d nodes tagged for recompute", ctx.graph_id, cut, tagged)
-        fw_gm, bw_gm = min_cut_rematerialization_partition(ctx.joint, ctx.joint_inputs, **ctx.kwargs)
+        fw_gm, bw_gm = partition_joint(ctx.joint, ctx.joint_inputs, **ctx.kwargs)
     return dataclasses.replace(state, fw_gm=fw_gm, bw_gm=bw_gm)
 
 
