@@ -175,11 +175,11 @@ def test_release_walk_fast_paths_place_every_release_where_the_full_walk_does(mo
 
 def test_reloads_placed_in_runs_go_where_the_placer_places_them_one_by_one(monkeypatch):
     # Without a prefetch bound or Inductor's slots, schedule_reloads places
-    # the reloads in runs at their latest starts, as many as fit together,
-    # handing the placer only the first that would pass the ceiling. The
-    # placer alone, one reload at a time, must place the same reloads on
-    # random backwards: those that all fit, and those where it moves one or
-    # several.
+    # every reload left at its latest start at once where they fit there
+    # together, else hands the placer the next ones (looking again after
+    # one it moved, two, four, ...). The placer alone, one reload at a time,
+    # must place the same reloads on random backwards: those that all fit,
+    # and those where it moves one or several.
     from offload_pass.planning import reload_points
 
     def one_by_one(placer, reloads, latest):

@@ -133,61 +133,46 @@ def schedule_reloads(
 
 def _placed_in_runs(placer: "_ReloadPlacer", reloads: Sequence[Reload], latest: Sequence[float]) -> dict[str, int]:
     """``schedule_reloads``' result without a prefetch bound or Inductor's
-    slots, as the placer gives it, in runs: each reload of a run at the last
-    node starting by its latest start, not before the one before it (a
-    running largest); the run is the longest that fits under the ceiling
-    placed so (``_fitting``), the reload after it is placed by the placer
-    (moved later), and the next run starts after that one.
+    slots, as the placer gives it, in fewer passes: where every reload left
+    fits under the ceiling at the last node starting by its latest start,
+    not before the one before it (a running largest), they go there at
+    once; otherwise the placer places them one by one, looking again for
+    such a rest after one reload it moved, then after two, four, ...
 
     Why that is the placer's result: the placer adds the reloads one by one
-    and only ever adds bytes, so where a run's reloads hold no point of
-    their spans over the ceiling together, each fitted when it was placed;
-    where one more does, the point over is in that one's span (the others
-    held it under before) and the placer moves it. Usually the reloads at
-    the start of the backward, where memory is tightest, move and the rest
-    fit: a few passes over the backward instead of one per reload (the
-    selection's search simulates thousands of sets)."""
+    and only ever adds bytes, so where the reloads left, placed so, hold no
+    point of their spans over the ceiling together, each fits when the
+    placer comes to it; where one does, the placer moves one of them (the
+    first whose span holds such a point with the bytes before it). Usually
+    the reloads at the start of the backward, where memory is tightest, move
+    and the rest fit: a few passes over the backward instead of one per
+    reload (the selection's search simulates thousands of sets); where most
+    reloads move, the looks that fail double their spacing."""
     issue: dict[str, int] = {}
     nbytes = np.array([r.nbytes for r in reloads], dtype=np.int64)
     consumer = np.array([r.consumer for r in reloads], dtype=np.int64)
     # The last node starting by each latest start, never past the consumer.
     latest_node = np.minimum(np.searchsorted(np.asarray(placer.start), np.asarray(latest), side="right") - 1, consumer)
-    floor, done = placer.first, 0
-    while done < len(reloads):
-        at = np.maximum.accumulate(np.maximum(latest_node[done:], floor))
-        end = np.maximum(consumer[done:], at)
-        run = _fitting(placer, at, end, nbytes[done:])
-        issue.update(zip((r.key for r in reloads[done:done + run]), at[:run].tolist()))
-        if done + run == len(reloads):
-            break
-        placer.live += _held(at[:run], end[:run], nbytes[done:done + run], len(placer.live))
-        floor = int(at[run - 1]) if run else floor
-        done += run
-        floor = issue[reloads[done].key] = placer.place(reloads[done], latest[done], floor)
-        done += 1
+    floor, spacing, moved = placer.first, 0, 0
+    for i, r in enumerate(reloads):
+        if moved >= spacing:
+            at = np.maximum.accumulate(np.maximum(latest_node[i:], floor))
+            if _fit(placer, at, np.maximum(consumer[i:], at), nbytes[i:]):
+                issue.update(zip((r.key for r in reloads[i:]), at.tolist()))
+                return issue
+            spacing, moved = max(1, 2 * spacing), 0
+        unmoved = max(floor, int(latest_node[i]))
+        floor = issue[r.key] = placer.place(r, latest[i], floor)
+        moved += floor != unmoved
     return issue
 
 
-def _fitting(placer: "_ReloadPlacer", at: np.ndarray, end: np.ndarray, nbytes: np.ndarray) -> int:
-    """How many of these reloads, held from ``at`` to ``end``, fit one by one
-    under the ceiling over ``placer.live``: the largest ``m`` whose first
-    ``m`` hold no point of their spans over it together (more reloads hold
-    more: the answer is found by doubling, then bisecting)."""
-    def fits(m: int) -> bool:
-        over = placer.live + _held(at[:m], end[:m], nbytes[:m], len(placer.live)) > placer.ceiling
-        crossed = np.concatenate(([0], np.cumsum(over)))
-        return not bool((crossed[end[:m]] > crossed[at[:m]]).any())
-
-    if fits(len(at)):
-        return len(at)
-    good, step = 0, 1
-    while good + step < len(at) and fits(good + step):
-        good, step = good + step, 2 * step
-    bad = min(good + step, len(at))
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        good, bad = (middle, bad) if fits(middle) else (good, middle)
-    return good
+def _fit(placer: "_ReloadPlacer", at: np.ndarray, end: np.ndarray, nbytes: np.ndarray) -> bool:
+    """Do these reloads, held from ``at`` to ``end``, hold no point of their
+    spans over the ceiling together, over ``placer.live``?"""
+    over = placer.live + _held(at, end, nbytes, len(placer.live)) > placer.ceiling
+    crossed = np.concatenate(([0], np.cumsum(over)))
+    return not bool((crossed[end] > crossed[at]).any())
 
 
 def _held(at: np.ndarray, end: np.ndarray, nbytes: np.ndarray, points: int) -> np.ndarray:
