@@ -1,7 +1,8 @@
 """The compile pipeline: an ordered list of named passes over one joint graph.
 
 ``passes.ATTEMPT_PASSES`` turn the joint graph into a planned, rewritten
-forward/backward pair: partition, saved_set, plan, predict, prune (a
+forward/backward pair: partition (PyTorch's partitioner, its CSE made
+once per joint: ``joint_cse``), saved_set, plan, predict, prune (a
 partition that cannot be kept stops there), schedule, offload (the
 rewrite), invariants (its check), predict_after.
 ``search.SEARCH_PASSES`` then choose among such attempts: recompute

@@ -134,6 +134,29 @@ def _multi_output(
     return sum(_tensor_bytes(v, count_cpu) for j, v in enumerate(outputs) if j not in taken)
 
 
+def _alive_at_start(
+    nodes: list[fx.Node], inputs: dict[str, tuple[str, int]], key: Callable[[fx.Node], object],
+    last_use: dict[object, int], count_cpu: bool,
+) -> dict[object, int]:
+    """Storage key -> bytes alive before the graph's first node: what the
+    previous graph handed over, and the gradients the backward receives
+    (their last use moved past the graph's end in ``last_use``)."""
+    live: dict[object, int] = {}
+    for node in nodes:
+        if node.op == "placeholder" and node.name in inputs and inputs[node.name][1]:
+            live[key(node)] = inputs[node.name][1]
+        elif is_tangent(node):
+            nbytes = _tensor_bytes(node.meta.get("val"), count_cpu)
+            if nbytes:
+                # The gradients a backward receives (the loss's, and zeros for
+                # other outputs such as logits or a KV cache) are allocated
+                # before it runs and freed only when it returns, however early
+                # the graph last reads them.
+                live[key(node)] = nbytes
+                last_use[key(node)] = len(nodes)
+    return live
+
+
 def _walk(
     graph: fx.Graph, phase: str, inputs: dict[str, tuple[str, int]], timeline: Timeline, count_cpu: bool
 ) -> dict[str, tuple[str, int]]:
@@ -151,28 +174,15 @@ def _walk(
 
     fused = {n for n in nodes if fused_away(n)}
     last_use = _last_uses(nodes, key, fused)
-    live: dict[object, int] = {}
-    for node in nodes:
-        if node.op == "placeholder" and node.name in inputs and inputs[node.name][1]:
-            live[key(node)] = inputs[node.name][1]
-        elif is_tangent(node):
-            nbytes = _tensor_bytes(node.meta.get("val"), count_cpu)
-            if nbytes:
-                # The gradients a backward receives (the loss's, and zeros for
-                # other outputs such as logits or a KV cache) are allocated
-                # before it runs and freed only when it returns, however early
-                # the graph last reads them.
-                live[key(node)] = nbytes
-                last_use[key(node)] = len(nodes)
+    live = _alive_at_start(nodes, inputs, key, last_use, count_cpu)
     carried: dict[str, tuple[str, int]] = {}
     born_early: set[fx.Node] = set()
-    # Each storage alive dies after its last use, or where it is born if
-    # nothing reads it later: listed by that node, not looked for among
-    # every storage alive at every node (hundreds of saved tensors over
-    # thousands of nodes, on an 8B-sized graph).
+    # Each storage is listed by the node it dies after and the bytes alive are a running sum: hundreds
+    # of saved tensors over thousands of nodes (an 8B-sized graph) are not looked at at every node.
     dies_at: dict[int, list[object]] = collections.defaultdict(list)
     for k in live:
         dies_at[max(last_use.get(k, -1), 0)].append(k)
+    alive_bytes = sum(live.values())
     for i, node in enumerate(nodes):
         if node.op == "output":
             for out in node.all_input_nodes:
@@ -187,8 +197,9 @@ def _walk(
         transient = workspace_bytes(node, count_cpu) + _multi_output(node, fused, live, born_early, count_cpu)
         for k in itertools.islice(reversed(live), len(live) - alive_before):  # born at this node
             dies_at[max(last_use.get(k, -1), i)].append(k)
+            alive_bytes += live[k]
         dying = dies_at.pop(i, [])
-        at_node = sum(live.values()) + transient
+        at_node = alive_bytes + transient
         if size and not is_extern(node) and any(live[k] == size for k in dying if k is not node):
             # Inductor writes a kernel's output over an input of the same
             # size that dies in that kernel (inplace_buffers).
@@ -196,7 +207,7 @@ def _walk(
         if timeline.alive is not None:
             timeline.alive.append({_key_name(k, phase): b for k, b in live.items()})
         for k in dying:
-            del live[k]
+            alive_bytes -= live.pop(k)
         for op_name, event in _EVENT_OPS.items():
             if node.target is getattr(torch.ops.offload_pass, op_name).default:
                 timeline.events.append((len(timeline.nodes), event, node.args[0].name))
