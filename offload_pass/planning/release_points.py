@@ -115,10 +115,11 @@ class _ReleaseWalk:
     past_use_bytes: int = 0
     past_use: set[str] = dataclasses.field(default_factory=set)
     in_use: dict[int, list[CopyOut]] = dataclasses.field(default_factory=dict)
-    # ``held`` changes; after a look for landed copies that released none,
-    # (``held`` then, the clock and the node from which the look could
-    # release one: the first copy not landed lands, or a landed one is
-    # past its last forward use).
+    # ``changes`` counts the changes to ``held``. ``idle`` is left by a look
+    # for landed copies that released none: (``changes`` then, the time the
+    # first copy not landed lands, the first node at which a landed one is
+    # past its last forward use); until one of them is reached the look
+    # would release none again.
     changes: int = 0
     idle: tuple[int, float, float] = (-1, 0.0, 0.0)
 
