@@ -18,6 +18,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from offload_pass.planning.lifetimes import CopyLifetime
+from offload_pass.planning.reload_points import node_starts
 
 __all__ = ["Candidate", "Estimate", "StepWithoutOffload", "candidates"]
 
@@ -104,7 +105,7 @@ class StepWithoutOffload:
     @functools.cached_property
     def bw_node_starts(self) -> np.ndarray:
         """``reload_points.node_starts`` of the backward, as an array (read-only)."""
-        starts = np.array([0.0, *self.bw_end], dtype=np.float64)
+        starts = np.array(node_starts(self.bw_ms), dtype=np.float64)
         starts.setflags(write=False)
         return starts
 
