@@ -657,9 +657,9 @@ def test_a_budget_met_with_most_candidates_drops_copies_from_the_lowest_peak_set
         ran["bytes_led"] += not peak_first
         return real_greedy(step, cands, budget, peak_first)
 
-    def drop(step, start, budget):
+    def drop(step, start, budget, known=None):
         ran["drop"] += 1
-        return real_drop(step, start, budget)
+        return real_drop(step, start, budget, known)
 
     monkeypatch.setattr(selection_budget, "_greedy_for_budget", greedy)
     monkeypatch.setattr(selection_budget, "_drop_for_budget", drop)
@@ -798,3 +798,39 @@ def test_the_drop_search_does_not_score_again_a_copy_whose_removal_lifted_the_pe
         assert [c.key for c in got[0]] == [c.key for c in expected[0]] and _same(got[1], expected[1])
         compared += 1
     assert compared >= 100 and ours < 0.9 * reference, (compared, ours, reference)
+
+
+def test_the_drop_search_takes_the_lowest_peak_searchs_estimates_for_its_first_look(monkeypatch):
+    # The lowest peak's search estimates its set less each copy looked at
+    # after its last drop; the drop search starts from that set and looks
+    # at every copy first: those estimates, not simulated again, make the
+    # same choice. Estimates of a set before a drop would not. Reloads
+    # bounded to half the bytes offloaded over the ideal's peak make the
+    # lowest peak's search drop copies in about half of these draws.
+    import dataclasses
+
+    from offload_pass.planning import selection_budget as sb
+
+    rng = random.Random(11)
+    reused = dropped_before = 0
+    for _ in range(150):
+        fw, bw, live, cands = _larger_draw(rng)
+        step = dataclasses.replace(_step(fw, bw, live), reload_headroom=0.5)
+        without: dict = {}
+        lowest = sb._lowest_peak(step, cands, None, without)
+        assert set(without) <= {c.key for c in lowest[0]}
+        for key, estimate in without.items():
+            assert _same(estimate, simulate_offload(step, [c for c in lowest[0] if c.key != key]))
+        dropped_before += len(lowest[0]) < len(cands)
+        budget = int(lowest[1].peak * rng.uniform(1.0, 1.3))
+        calls = []
+        monkeypatch.setattr(sb, "simulate_offload", lambda s, chosen: calls.append(1) or simulate_offload(s, chosen))
+        plain = sb._drop_for_budget(step, lowest, budget)
+        simulated = len(calls)
+        calls.clear()
+        taken = sb._drop_for_budget(step, lowest, budget, without)
+        monkeypatch.setattr(sb, "simulate_offload", simulate_offload)
+        assert [c.key for c in taken[0]] == [c.key for c in plain[0]] and _same(taken[1], plain[1])
+        assert len(calls) == simulated - len(without)
+        reused += len(without)
+    assert reused > 1000 and dropped_before >= 20, (reused, dropped_before)

@@ -22,6 +22,7 @@ import torch.fx as fx
 from offload_pass.enums import Mode, NoteCode, PassName
 from offload_pass.pipeline.attempts import Outcome, Run, Tried, partition_logged, trial_of
 from offload_pass.pipeline.deep_cuts import deep_attempts, mixed_attempts
+from offload_pass.pipeline.gc_pause import between_attempts, collections_paused
 from offload_pass.pipeline.min_cuts import exact_min_cuts, shared_min_cuts
 from offload_pass.pipeline.notes import add_note, note
 from offload_pass.pipeline.passes import (
@@ -53,6 +54,13 @@ log = logging.getLogger("offload_pass")
 SELECT_WITHIN_SHARES = (0.5, 0.25)
 
 
+def _attempt(ctx: PassContext) -> Optional[PassState]:
+    """``passes.run_attempt``, then the garbage it left collected (``gc_pause``)."""
+    state = run_attempt(ctx)
+    between_attempts()
+    return state
+
+
 def _budget(state: PassState, ctx: PassContext) -> Optional[int]:
     return None if state.plan.baseline is None else budget_bytes(ctx.config, state.plan.baseline)
 
@@ -77,7 +85,7 @@ def recompute(state: PassState, ctx: PassContext) -> PassState:
         )
 
     def run(request: PlanRequest, seen: set) -> Optional[PassState]:
-        return run_attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
+        return _attempt(dataclasses.replace(ctx, request=request, reference=state.plan.baseline, seen=seen))
 
     blocks = find_blocks(ctx.joint.graph)
     disabled = ctx.config.disabled_passes
@@ -241,7 +249,7 @@ def within_overhead(state: PassState, ctx: PassContext) -> PassState:
     if ctx.config.mode != Mode.AUTO:
         return state
     return auto_within_overhead(
-        state, lambda request: run_attempt(dataclasses.replace(ctx, request=request)), state.plan.overhead_allowed
+        state, lambda request: _attempt(dataclasses.replace(ctx, request=request)), state.plan.overhead_allowed
     )
 
 
@@ -299,7 +307,7 @@ def measured_floor(state: PassState, ctx: PassContext) -> PassState:
     """mode="auto": ``measured_floor_attempt`` with the floor the feedback loop handed the pipeline."""
     if ctx.config.mode != Mode.AUTO:
         return state
-    return measured_floor_attempt(state, lambda request: run_attempt(dataclasses.replace(ctx, request=request)), ctx.floor)
+    return measured_floor_attempt(state, lambda request: _attempt(dataclasses.replace(ctx, request=request)), ctx.floor)
 
 
 def measured_floor_attempt(first: PassState, run: Attempt, floor) -> PassState:
@@ -341,9 +349,10 @@ SEARCH_PASSES: tuple[Pass, ...] = (
 def run_pipeline(ctx: PassContext) -> PassState:
     """The whole pipeline: the attempt passes as configured, then ``SEARCH_PASSES``
     (every attempt under the one host memory limit resolved here, every
-    partition's min-cuts solved by ``min_cuts.exact_min_cuts``)."""
+    partition's min-cuts solved by ``min_cuts.exact_min_cuts``, Python's
+    collector held off the objects alive before it: ``gc_pause``)."""
     ctx = with_host_limit(ctx)
-    with exact_min_cuts() as cuts:
-        state = run_passes(SEARCH_PASSES, run_attempt(ctx), ctx)
+    with exact_min_cuts() as cuts, collections_paused():
+        state = run_passes(SEARCH_PASSES, _attempt(ctx), ctx)
     log.debug("offload_pass: %s exact min-cuts %d, networkx min-cuts %d", ctx.graph_id, cuts["exact"], cuts["networkx"])
     return state

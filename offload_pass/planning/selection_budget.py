@@ -59,15 +59,16 @@ def choose_for_budget(
       third of that time. On ``tests/test_selection.py``'s random draws the
       two choices are as often better as worse, by a few per cent."""
     every = simulate_offload(step, list(candidates))
-    lowest = None if every.peak < budget else _lowest_peak(step, candidates, every)
+    without: dict[str, Estimate] = {}  # the lowest peak's set less each copy: its drops' first look
+    lowest = None if every.peak < budget else _lowest_peak(step, candidates, every, without)
     if lowest is not None and (
         _ideal_peak(step, candidates) > budget or lowest[1].peak > budget * (1 + OUT_OF_REACH_MARGIN)
     ):
         return lowest
     peak_led = _greedy_for_budget(step, candidates, budget, True)
     if peak_led[1].peak <= budget and 2 * len(peak_led[0]) > len(candidates):
-        lowest = lowest or _lowest_peak(step, candidates, every)
-        other = _drop_for_budget(step, lowest, budget)
+        lowest = lowest or _lowest_peak(step, candidates, every, without)
+        other = _drop_for_budget(step, lowest, budget, without)
     else:
         other = _greedy_for_budget(step, candidates, budget, False)
     results = [peak_led, other]
@@ -85,7 +86,8 @@ def _ideal_peak(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> int:
 
 
 def _lowest_peak(
-    step: StepWithoutOffload, candidates: Sequence[Candidate], every: Optional[Estimate] = None
+    step: StepWithoutOffload, candidates: Sequence[Candidate], every: Optional[Estimate] = None,
+    without: Optional[dict[str, Estimate]] = None,
 ) -> tuple[list[Candidate], Estimate]:
     """A budget below every set's ideal peak is out of reach: the set with
     the lowest peak instead, without the greedy searches (which run to the
@@ -96,7 +98,10 @@ def _lowest_peak(
     equal peak can walk into a set whose peak this model sees flat and the
     step simulator does not. On ``tests/test_selection.py``'s random draws
     the peak found is nearly always the lowest of every subset's. ``every``:
-    the estimate of every candidate, where known."""
+    the estimate of every candidate, where known. ``without`` (filled where
+    given): for each copy looked at once the set stood as it is returned,
+    the estimate of that set less the copy (what ``_drop_for_budget``
+    looks at first)."""
     chosen = list(candidates)
     current = simulate_offload(step, chosen) if every is None else every
     for c in sorted(candidates, key=lambda c: (-c.consumer, c.key)):
@@ -104,6 +109,10 @@ def _lowest_peak(
         p = simulate_offload(step, rest)
         if p.peak < current.peak:
             chosen, current = rest, p
+            if without is not None:
+                without.clear()  # estimated less a copy of the set before this drop
+        elif without is not None:
+            without[c.key] = p
     return chosen, current
 
 
@@ -191,7 +200,8 @@ def _best_addition(
 
 
 def _drop_for_budget(
-    step: StepWithoutOffload, start: tuple[list[Candidate], Estimate], budget: int
+    step: StepWithoutOffload, start: tuple[list[Candidate], Estimate], budget: int,
+    known: Optional[dict[str, Estimate]] = None,
 ) -> tuple[list[Candidate], Estimate]:
     """From ``start`` (a set within ``budget``), drop the copy whose removal
     saves the most predicted step time with the peak still within the
@@ -204,18 +214,23 @@ def _drop_for_budget(
     lifted the peak over the budget is not scored again: further drops put
     more bytes back on the device (on ``tests/test_selection.py``'s random
     draws at budgets near the lowest peak, the same sets in 395 of 395; on
-    the 8B shape at 64k tokens, 30 % fewer simulations)."""
+    the 8B shape at 64k tokens, 30 % fewer simulations). ``known``: estimates
+    of ``start``'s set less a copy, by the copy's key, taken instead of
+    simulating that set again (``_lowest_peak``'s ``without``): the first
+    look scores every copy, before any drop."""
     chosen, current = list(start[0]), start[1]
     if current.peak > budget:
         return chosen, current
     last_saving = {c.key: math.inf for c in chosen}
+    known = dict(known or {})
     while chosen:
         best: Optional[tuple[float, list[Candidate], Estimate]] = None
         for c in sorted(chosen, key=lambda c: last_saving[c.key], reverse=True):
             if last_saving[c.key] == -math.inf or best is not None and best[0] >= last_saving[c.key]:
                 break  # in order: every copy left lifted the peak over the budget when last scored
             rest = [k for k in chosen if k is not c]
-            p = simulate_offload(step, rest)
+            p = known.pop(c.key, None)
+            p = simulate_offload(step, rest) if p is None else p
             saving = current.step_ms - p.step_ms if p.peak <= budget else -math.inf
             last_saving[c.key] = saving
             if saving >= 0 and (best is None or saving > best[0]):
