@@ -11,6 +11,7 @@ rewrite), invariants (its check), predict_after.
 budget_check. Every pass has the signature ``(state, ctx) -> state``;
 ``passes.run_passes`` runs a list, skips those ``disabled_passes`` names
 (offload, invariants, recompute, prune) and logs each at DEBUG.
-``search.run_pipeline`` runs both; the backend (``backend.py``) records the
+``search.run_pipeline`` runs both, Python's collector held off the objects
+alive before it (``gc_pause``); the backend (``backend.py``) records the
 result.
 """
