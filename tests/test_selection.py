@@ -629,10 +629,19 @@ def test_a_large_swap_search_lets_in_only_the_largest_copies_that_could_be_off_a
     assert len(chosen) * len(covering + after_peak) > selection_budget.SWAP_PAIRS
     selection_budget._best_swap(step, chosen, covering + after_peak, current, run)
     assert len(calls) == len(chosen) * selection_budget.SWAP_WIDTH
-    # A small search still tries every pair.
+    # A small search still lets every copy in (here, every pair's ideal
+    # peak stands at the current one: none is simulated).
+    let_in = []
+    ideal_off = selection_budget.ideal_off
+
+    def spied(step, copies):
+        let_in.extend(c.key for c in copies if len(copies) == 1 and c not in chosen)
+        return ideal_off(step, copies)
+
+    monkeypatch.setattr(selection_budget, "ideal_off", spied)
     calls.clear()
     selection_budget._best_swap(step, chosen[:3], covering + after_peak, current, run)
-    assert len(calls) == 3 * len(covering + after_peak)
+    assert sorted(let_in) == sorted(c.key for c in covering + after_peak) and not calls
 
 
 def _larger_draw(rng):
@@ -834,3 +843,54 @@ def test_the_drop_search_takes_the_lowest_peak_searchs_estimates_for_its_first_l
         assert len(calls) == simulated - len(without)
         reused += len(without)
     assert reused > 1000 and dropped_before >= 20, (reused, dropped_before)
+
+
+def _every_pair_swap(step, chosen, entering, current):
+    """``_best_swap`` simulating every pair (the reference)."""
+    best = None
+    for out in chosen:
+        for into in entering:
+            p = simulate_offload(step, [c for c in chosen if c is not out] + [into])
+            if p.peak < current.peak and (best is None or (p.peak, p.step_ms) < (best[2].peak, best[2].step_ms)):
+                best = (out, into, p)
+    return best
+
+
+def test_the_swap_search_skips_only_pairs_whose_ideal_peak_rules_them_out(monkeypatch):
+    # No estimate of a set peaks below its ideal peak, so a pair whose
+    # ideal peak stands at or over the current peak, or over the best swap
+    # found, cannot be the swap: the same swap as simulating every pair,
+    # with fewer simulations.
+    import dataclasses
+
+    from offload_pass.planning import selection_budget as sb
+
+    rng = random.Random(5)
+    swaps = skipped = 0
+    for draw in range(120):
+        fw, bw, live, cands = _larger_draw(rng)
+        step = _step(fw, bw, live)
+        if draw % 2:
+            step = dataclasses.replace(step, reload_headroom=0.5)
+        chosen = [c for c in cands if rng.random() < 0.5]
+        remaining = [c for c in cands if c not in chosen]
+        if not chosen or not remaining:
+            continue
+        current = simulate_offload(step, chosen)
+        assert current.peak >= sb._ideal_peak(step, chosen)
+        calls = []
+
+        def run(chosen_set):
+            calls.append(1)
+            return simulate_offload(step, chosen_set)
+
+        got = sb._best_swap(step, chosen, remaining, current, run)
+        entering = remaining if len(chosen) * len(remaining) <= sb.SWAP_PAIRS else sb._at_the_peak(step, remaining, current)
+        expected = _every_pair_swap(step, chosen, entering, current)
+        if expected is None:
+            assert got is None
+        else:
+            assert (got[0].key, got[1].key) == (expected[0].key, expected[1].key) and _same(got[2], expected[2])
+            swaps += 1
+        skipped += len(chosen) * len(entering) - len(calls)
+    assert swaps >= 30 and skipped >= 1000, (swaps, skipped)
