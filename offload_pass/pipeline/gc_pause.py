@@ -27,7 +27,7 @@ from typing import Iterator
 
 __all__ = ["between_attempts", "collections_paused"]
 
-# How many ``collections_paused`` are entered (a re-plan may run the pipeline inside another).
+# How many ``collections_paused`` are entered: one entered inside another leaves the outer one in charge.
 _DEPTH = [0]
 
 
