@@ -5,7 +5,7 @@ import dataclasses
 from offload_pass.config import OffloadConfig
 import pytest
 
-from offload_pass.enums import Decision
+from offload_pass.enums import Decision, Mode
 from offload_pass.planning.plan import PlanEntry, plan_saved_tensors
 from offload_pass.planning.blocks import BlockCut
 from offload_pass.planning.reasons import Reason, detail, sentence
@@ -51,6 +51,24 @@ def test_kinds_and_asks():
         "z": ("keep", Reason.EMPTY, {}),
     }
     assert plan.offloaded_bytes == 1 << 20
+
+
+@pytest.mark.parametrize("mode", [Mode.AUTO, Mode.BUDGET])
+def test_with_nothing_marked_every_activation_is_a_candidate_of_the_mode_in_force(mode):
+    budget = {"memory_budget": 0.5} if mode == Mode.BUDGET else {}
+    saved = [record("a", asked=None), record("b", asked=None), record("p", kind="parameter", asked=None)]
+    plan = plan_saved_tensors(saved, OffloadConfig(mode=mode, min_bytes=0, keep_first_in_backward=0, **budget))
+    assert decisions(plan) == {
+        "a": ("offload", Reason.UNMARKED_CANDIDATE, {"mode": mode}),
+        "b": ("offload", Reason.UNMARKED_CANDIDATE, {"mode": mode}),
+        "p": ("keep", Reason.PARAMETER, {}),
+    }
+    assert plan.entry("a").reason == f"candidate of mode={mode} (nothing marked)"
+    # One marked tensor: only the marked ones are candidates, in any mode.
+    saved[0] = record("a")
+    plan = plan_saved_tensors(saved, OffloadConfig(mode=mode, min_bytes=0, keep_first_in_backward=0, **budget))
+    assert decisions(plan)["a"] == ("offload", Reason.MARKED, BY_M)
+    assert decisions(plan)["b"] == ("keep", Reason.NOT_MARKED, {})
 
 
 def test_shared_storage_moves_together_or_not_at_all():
@@ -188,7 +206,8 @@ SENTENCES = [
     (Reason.OTHER_ROLES, {"by": "module m selects roles ['x'], not 'y'"}, "module m selects roles ['x'], not 'y'"),
     (Reason.EMPTY, {}, "empty tensor"),
     (Reason.MARKED, {"by": "module m"}, "offloaded by module m"),
-    (Reason.AUTO_CANDIDATE, {}, "candidate of mode=auto (nothing marked)"),
+    (Reason.UNMARKED_CANDIDATE, {"mode": Mode.AUTO}, "candidate of mode=auto (nothing marked)"),
+    (Reason.UNMARKED_CANDIDATE, {"mode": Mode.BUDGET}, "candidate of mode=budget (nothing marked)"),
     (
         Reason.SHARES_STORAGE, {"with": "k", "why": Reason.KEPT_BY_MARK, "why_detail": detail(by="mark_not_offload")},
         "shares storage with k (kept by mark_not_offload)",

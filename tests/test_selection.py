@@ -405,7 +405,8 @@ def test_auto_with_nothing_marked_considers_every_activation():
     backend = assert_same_training(_decoder(), lambda m: None, (torch.randn(2, 8, 32),), mode="auto")
     plan = backend.plans[-1]
     assert plan.offloaded
-    assert all(plan.entry(n).code == Reason.AUTO_CANDIDATE for n in plan.offloaded)
+    assert all(plan.entry(n).code == Reason.UNMARKED_CANDIDATE for n in plan.offloaded)
+    assert all(plan.entry(n).reason == "candidate of mode=auto (nothing marked)" for n in plan.offloaded)
 
 
 def test_budget_out_of_reach_says_by_how_much(caplog):
@@ -894,3 +895,64 @@ def test_the_swap_search_skips_only_pairs_whose_ideal_peak_rules_them_out(monkey
             swaps += 1
         skipped += len(chosen) * len(entering) - len(calls)
     assert swaps >= 30 and skipped >= 1000, (swaps, skipped)
+
+
+def _lowest_peak_simulating_every_drop(step, cands):
+    """``_lowest_peak`` simulating the set less each copy (the reference its skips are checked against)."""
+    chosen = list(cands)
+    current = simulate_offload(step, chosen)
+    for c in sorted(cands, key=lambda c: (-c.consumer, c.key)):
+        rest = [k for k in chosen if k is not c]
+        p = simulate_offload(step, rest)
+        if p.peak < current.peak:
+            chosen, current = rest, p
+    return chosen, current
+
+
+def _drop_unneeded_simulating_each(step, chosen, current, budget):
+    """``_drop_unneeded`` simulating every removal (the reference)."""
+    for c in list(reversed(chosen)):
+        rest = [k for k in chosen if k is not c]
+        p = simulate_offload(step, rest)
+        if p.peak <= budget and p.step_ms <= current.step_ms:
+            chosen, current = rest, p
+    return chosen, current
+
+
+def test_the_drop_searches_skip_only_removals_whose_ideal_peak_rules_them_out(monkeypatch):
+    # No estimate of a set peaks below its ideal peak: the lowest peak's
+    # search need not simulate a removal whose set's ideal peak stands at
+    # or over the current peak, nor the budget's drop searches one whose
+    # ideal peak stands over the budget. The same sets and estimates as
+    # simulating every removal, with fewer simulations (measured when
+    # written, on the 8B shape at 64k tokens and budget 0.25: the seven
+    # partitions' selections in 7,537 simulations instead of 10,987).
+    import dataclasses
+
+    from offload_pass.planning import selection_budget as sb
+
+    calls = []
+    monkeypatch.setattr(sb, "simulate_offload", lambda s, chosen: calls.append(1) or simulate_offload(s, chosen))
+    rng = random.Random(12)
+    skipped = {"lowest": 0, "unneeded": 0}
+    dropped = 0
+    for draw in range(150):
+        fw, bw, live, cands = _larger_draw(rng)
+        step = _step(fw, bw, live)
+        if draw % 2:
+            step = dataclasses.replace(step, reload_headroom=0.5)
+        calls.clear()
+        got = sb._lowest_peak(step, cands)
+        expected = _lowest_peak_simulating_every_drop(step, cands)
+        assert [c.key for c in got[0]] == [c.key for c in expected[0]] and _same(got[1], expected[1])
+        skipped["lowest"] += len(cands) - len(calls)
+        # The greedy's last step: every candidate in, the newest first out where the budget holds without it.
+        budget = int(got[1].peak + (simulate_offload(step, []).peak - got[1].peak) * rng.uniform(0, 0.5))
+        every = simulate_offload(step, cands)
+        calls.clear()
+        kept = sb._drop_unneeded(step, list(cands), every, budget, lambda chosen: sb.simulate_offload(step, chosen))
+        reference = _drop_unneeded_simulating_each(step, list(cands), every, budget)
+        assert [c.key for c in kept[0]] == [c.key for c in reference[0]] and _same(kept[1], reference[1])
+        skipped["unneeded"] += len(cands) - len(calls)
+        dropped += len(kept[0]) < len(cands)
+    assert skipped["lowest"] >= 500 and skipped["unneeded"] >= 500 and dropped >= 50, (skipped, dropped)

@@ -35,8 +35,7 @@ __all__ = [
 
 log = logging.getLogger("offload_pass")
 
-# The sentences of three reasons, for callers that print or compare them.
-AUTO_CANDIDATE = sentence(Reason.AUTO_CANDIDATE)
+# The sentences of two reasons, for callers that print or compare them.
 PLAIN_FALLBACK_REASON = sentence(Reason.PLAIN_FALLBACK)
 NO_GAIN_REASON = sentence(Reason.NO_GAIN)
 
@@ -67,10 +66,11 @@ def plain_inductor_plan(plan: OffloadPlan, graph_id: str, fallback: str) -> Offl
     )
 
 
-def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> Verdict:
+def eligibility(t: SavedTensor, unmarked_candidates_of: Optional[Mode] = None) -> Verdict:
     """Whether one saved tensor may be offloaded on its own, and why (not).
-    ``unmarked_are_candidates``: mode "auto"/"budget" with nothing marked,
-    where every activation is a candidate."""
+    ``unmarked_candidates_of``: the mode ("auto" or "budget", nothing
+    marked) under which every activation is a candidate; None where only
+    marked ones are."""
     if t.kind == SavedKind.SYMINT:
         return False, Reason.SYMINT, ()
     if t.kind == SavedKind.PARAMETER:
@@ -89,11 +89,13 @@ def eligibility(t: SavedTensor, unmarked_are_candidates: bool = False) -> Verdic
         return False, Reason.COLLECTIVE, detail(op=t.op)
     if t.asked == Decision.KEEP:
         return False, Reason.KEPT_BY_MARK, detail(by=t.asked_by)
-    if t.asked is None and not (unmarked_are_candidates and not t.asked_by):
+    if t.asked is None and not (unmarked_candidates_of is not None and not t.asked_by):
         return (False, Reason.OTHER_ROLES, detail(by=t.asked_by)) if t.asked_by else (False, Reason.NOT_MARKED, ())
     if not t.symbolic and t.nbytes == 0:
         return False, Reason.EMPTY, ()
-    return (True, Reason.MARKED, detail(by=t.asked_by)) if t.asked else (True, Reason.AUTO_CANDIDATE, ())
+    if t.asked:
+        return True, Reason.MARKED, detail(by=t.asked_by)
+    return True, Reason.UNMARKED_CANDIDATE, detail(mode=unmarked_candidates_of)
 
 
 def _copy_group(
@@ -137,7 +139,7 @@ def plan_saved_tensors(
     # Automatic modes choose among the marked tensors, or among all of them
     # when nothing is marked.
     unmarked = config.mode != Mode.MARKED and not any(t.asked == Decision.OFFLOAD for t in saved)
-    verdicts = {t.name: eligibility(t, unmarked) for t in saved}
+    verdicts = {t.name: eligibility(t, config.mode if unmarked else None) for t in saved}
     by_storage: dict[str, list[SavedTensor]] = {}
     for t in saved:
         if t.kind != SavedKind.SYMINT:

@@ -37,7 +37,7 @@ class Reason(Word):
     OTHER_ROLES = "other_roles"  # detail: by (the mark, and the roles it selects)
     EMPTY = "empty"
     MARKED = "marked"  # detail: by (the mark)
-    AUTO_CANDIDATE = "auto_candidate"
+    UNMARKED_CANDIDATE = "unmarked_candidate"
     # plan._copy_group: a storage's members move together, above min_bytes.
     SHARES_STORAGE = "shares_storage"  # detail: with, why, why_detail (the blocked member's reason)
     BELOW_MIN_BYTES = "below_min_bytes"  # detail: nbytes, min_bytes
@@ -82,7 +82,7 @@ _SENTENCES: dict[Reason, Callable[[dict], str]] = {
     Reason.OTHER_ROLES: lambda d: d["by"],
     Reason.EMPTY: lambda d: "empty tensor",
     Reason.MARKED: lambda d: f"offloaded by {d['by']}",
-    Reason.AUTO_CANDIDATE: lambda d: "candidate of mode=auto (nothing marked)",
+    Reason.UNMARKED_CANDIDATE: lambda d: f"candidate of mode={d['mode']} (nothing marked)",
     Reason.SHARES_STORAGE: _shares_storage,
     Reason.BELOW_MIN_BYTES: lambda d: f"below min_bytes ({d['nbytes']} < {d['min_bytes']})",
     Reason.FIRST_IN_BACKWARD: lambda d: (

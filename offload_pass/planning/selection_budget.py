@@ -14,6 +14,8 @@ import functools
 import math
 from typing import Optional, Sequence
 
+import numpy as np
+
 from offload_pass.planning.lifetimes import off_device_points
 from offload_pass.planning.selection_model import ideal_off, simulate_offload
 from offload_pass.planning.selection_step import Candidate, Estimate, StepWithoutOffload
@@ -85,6 +87,15 @@ def _ideal_peak(step: StepWithoutOffload, chosen: Sequence[Candidate]) -> int:
     return int(ideal.max()) if len(ideal) else 0
 
 
+def _ideal_peak_less(step: StepWithoutOffload, chosen_off: np.ndarray, c: Candidate) -> int:
+    """``_ideal_peak`` of a set less ``c``, from the set's ``ideal_off``
+    (integer bytes: the same as summing the set less ``c`` afresh). No
+    estimate of that set peaks lower, so a search that needs its peak
+    under a bound it stands at or over need not simulate it."""
+    ideal = step.live_array - (chosen_off - ideal_off(step, [c]))
+    return int(ideal.max()) if len(ideal) else 0
+
+
 def _lowest_peak(
     step: StepWithoutOffload, candidates: Sequence[Candidate], every: Optional[Estimate] = None,
     without: Optional[dict[str, Estimate]] = None,
@@ -104,11 +115,15 @@ def _lowest_peak(
     looks at first)."""
     chosen = list(candidates)
     current = simulate_offload(step, chosen) if every is None else every
+    chosen_off = ideal_off(step, chosen)
     for c in sorted(candidates, key=lambda c: (-c.consumer, c.key)):
+        if _ideal_peak_less(step, chosen_off, c) >= current.peak:
+            continue  # no estimate of the set less ``c`` peaks lower
         rest = [k for k in chosen if k is not c]
         p = simulate_offload(step, rest)
         if p.peak < current.peak:
             chosen, current = rest, p
+            chosen_off = chosen_off - ideal_off(step, [c])
             if without is not None:
                 without.clear()  # estimated less a copy of the set before this drop
         elif without is not None:
@@ -149,7 +164,7 @@ def _greedy_for_budget(
         remaining.remove(best[1])
         current = best[2]
     if current.peak <= budget:
-        chosen, current = _drop_unneeded(chosen, current, budget, run)
+        chosen, current = _drop_unneeded(step, chosen, current, budget, run)
     return chosen, current
 
 
@@ -223,33 +238,44 @@ def _drop_for_budget(
         return chosen, current
     last_saving = {c.key: math.inf for c in chosen}
     known = dict(known or {})
+    chosen_off = ideal_off(step, chosen)
     while chosen:
-        best: Optional[tuple[float, list[Candidate], Estimate]] = None
+        best: Optional[tuple[float, Candidate, Estimate]] = None
         for c in sorted(chosen, key=lambda c: last_saving[c.key], reverse=True):
             if last_saving[c.key] == -math.inf or best is not None and best[0] >= last_saving[c.key]:
                 break  # in order: every copy left lifted the peak over the budget when last scored
-            rest = [k for k in chosen if k is not c]
             p = known.pop(c.key, None)
-            p = simulate_offload(step, rest) if p is None else p
+            if p is None and _ideal_peak_less(step, chosen_off, c) > budget:
+                last_saving[c.key] = -math.inf  # its removal lifts even the ideal over the budget
+                continue
+            p = simulate_offload(step, [k for k in chosen if k is not c]) if p is None else p
             saving = current.step_ms - p.step_ms if p.peak <= budget else -math.inf
             last_saving[c.key] = saving
             if saving >= 0 and (best is None or saving > best[0]):
-                best = (saving, rest, p)
+                best = (saving, c, p)
         if best is None:
             break
-        chosen, current = best[1], best[2]
+        chosen, current = [k for k in chosen if k is not best[1]], best[2]
+        chosen_off = chosen_off - ideal_off(step, [best[1]])
     return chosen, current
 
 
-def _drop_unneeded(chosen: list[Candidate], current: Estimate, budget: int, run) -> tuple[list[Candidate], Estimate]:
+def _drop_unneeded(
+    step: StepWithoutOffload, chosen: list[Candidate], current: Estimate, budget: int, run
+) -> tuple[list[Candidate], Estimate]:
     """Drop, newest first, each chosen copy the budget is met without and
     the step is no slower without: an early pick the later ones made
-    unnecessary."""
+    unnecessary. One whose set's ideal peak without it stands over the
+    budget is needed: not simulated."""
+    chosen_off = ideal_off(step, chosen)
     for c in list(reversed(chosen)):
+        if _ideal_peak_less(step, chosen_off, c) > budget:
+            continue
         rest = [k for k in chosen if k is not c]
         p = run(rest)
         if p.peak <= budget and p.step_ms <= current.step_ms:
             chosen, current = rest, p
+            chosen_off = chosen_off - ideal_off(step, [c])
     return chosen, current
 
 
