@@ -9,7 +9,9 @@ planning time and PyTorch's partitioner's on the same joint graph (under
 the joint graph's size, the predicted peaks and step, the kept recompute
 level and the run's peak RSS; with ``--profile`` the top functions by
 cumulative and own time. ``--no-recompute`` disables mode="budget"'s
-recompute search: one partition planned, the cost of one attempt.
+recompute search: one partition planned, the cost of one attempt;
+``--disable NAMES`` disables the named passes (``OffloadConfig.disabled_passes``,
+comma-separated: ``--disable mixed_cuts`` plans without the mixed cuts' search).
 ``--pytorch-exact-cut``: PyTorch's partitioner is timed with its min-cuts
 solved as the pipeline solves them (``pipeline.min_cuts.exact_min_cuts``),
 not by networkx: what the partitioner takes apart from the solver.
@@ -46,7 +48,7 @@ def _pytorch_exact_cut() -> None:
 
 def _one(
     seq: int, layers: int, mode: str, budget: float, profile_name: str, profile: bool, no_recompute: bool = False,
-    pytorch_exact_cut: bool = False,
+    pytorch_exact_cut: bool = False, disable: tuple[str, ...] = (),
 ) -> dict:
     """One run in this process: the plan's figures as a dict."""
     import cProfile
@@ -60,8 +62,9 @@ def _one(
 
     model, inputs = llama3_8b_shape(seq=seq, layers=layers)
     config = OffloadConfig(mode=mode, memory_budget=budget) if mode == "budget" else OffloadConfig(mode=mode)
-    if no_recompute:
-        config = config.replace(disabled_passes=("recompute",))
+    disabled = disable + (("recompute",) if no_recompute else ())
+    if disabled:
+        config = config.replace(disabled_passes=disabled)
     if pytorch_exact_cut:
         _pytorch_exact_cut()
     profiler = cProfile.Profile() if profile else None
@@ -72,7 +75,8 @@ def _one(
         profiler.disable()
     result = {
         "seq": seq, "layers": layers, "mode": mode, "memory_budget": budget, "device_profile": profile_name,
-        "pytorch_budget": PYTORCH_BUDGET, "no_recompute": no_recompute, "pytorch_exact_cut": pytorch_exact_cut, "trace_s": made.trace_s, "planning_s": made.planning_s,
+        "pytorch_budget": PYTORCH_BUDGET, "no_recompute": no_recompute, "disabled_passes": list(disabled),
+        "pytorch_exact_cut": pytorch_exact_cut, "trace_s": made.trace_s, "planning_s": made.planning_s,
         "pytorch_partition_s": made.pytorch_partition_s,
         "planning_cpu_s": sum(g.planning_cpu_s for g in made.graphs),
         "pytorch_partition_cpu_s": sum(g.pytorch_partition_cpu_s for g in made.graphs),
@@ -115,6 +119,8 @@ def _run(seq: int, layers: int, args: argparse.Namespace) -> dict:
         sys.executable, os.path.abspath(__file__), "--one", f"{seq},{layers}", "--mode", args.mode,
         "--memory-budget", str(args.memory_budget), "--device-profile", args.device_profile,
     ] + (["--profile"] if args.profile else []) + (["--no-recompute"] if args.no_recompute else []) + (
+        ["--disable", args.disable] if args.disable else []
+    ) + (
         ["--pytorch-exact-cut"] if args.pytorch_exact_cut else []
     )
     if args.cpu is not None:
@@ -135,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", type=int, help="pin each run to this CPU (taskset)")
     p.add_argument("--profile", action="store_true", help="cProfile the planning")
     p.add_argument("--no-recompute", action="store_true", help="disable the recompute search: one partition")
+    p.add_argument("--disable", default="", help="comma-separated pass names to disable (OffloadConfig.disabled_passes)")
     p.add_argument("--pytorch-exact-cut", action="store_true", help="time PyTorch's partitioner with the exact min-cut")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--one", help=argparse.SUPPRESS)
@@ -143,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         seq, layers = (int(v) for v in args.one.split(","))
         print(json.dumps(_one(
             seq, layers, args.mode, args.memory_budget, args.device_profile, args.profile, args.no_recompute,
-            args.pytorch_exact_cut,
+            args.pytorch_exact_cut, tuple(n for n in args.disable.split(",") if n),
         )))
         return 0
     results = []

@@ -43,19 +43,31 @@ def is_view_node(node: fx.Node) -> bool:
     if target is torch.ops.aten.alias.default or target is torch.ops.aten.detach.default:
         return True
     if isinstance(target, torch._ops.OpOverload):
-        returns = target._schema.returns
-        return (
-            len(returns) == 1
-            and returns[0].alias_info is not None
-            and not returns[0].alias_info.is_write
-        )
+        return _aliasing(target)[0]
     if target is operator.getitem:
         producer = node.args[0]
         if isinstance(producer, fx.Node) and isinstance(producer.target, torch._ops.OpOverload):
-            returns = producer.target._schema.returns
             # split / unbind return views of their input; getitem picks one.
-            return bool(returns) and returns[0].alias_info is not None
+            return _aliasing(producer.target)[1]
     return False
+
+
+# An op's schema by identity (ops live as long as the process): the
+# planning asks of thousands of nodes per partition, and reading a schema
+# costs more than the rest of the test.
+_ALIASING: dict[int, tuple[torch._ops.OpOverload, tuple[bool, bool]]] = {}
+
+
+def _aliasing(op: torch._ops.OpOverload) -> tuple[bool, bool]:
+    """Whether ``op`` returns one value that views an input without writing
+    it, and whether its first return aliases an input."""
+    known = _ALIASING.get(id(op))
+    if known is None or known[0] is not op:
+        returns = op._schema.returns
+        first = returns[0].alias_info if returns else None
+        single_view = len(returns) == 1 and first is not None and not first.is_write
+        known = _ALIASING[id(op)] = (op, (single_view, first is not None))
+    return known[1]
 
 
 def view_base(node: fx.Node) -> Optional[fx.Node]:

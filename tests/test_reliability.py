@@ -662,16 +662,26 @@ def test_the_pipeline_runner_skips_a_disabled_pass_by_name_and_logs_each_pass(ca
         ran.append("stand_in")
         return state
 
+    def widen(state, ctx):
+        # In place: the same graph objects, one op more in the backward.
+        ran.append("widen")
+        out = state.bw_gm.graph.output_node()
+        with state.bw_gm.graph.inserting_before(out):
+            out.args = (state.bw_gm.graph.call_function(torch.relu, out.args),)
+        return state
+
     passes = (
         Pass("make", make), Pass("offload", grow, when_disabled=stand_in),
-        Pass("invariants", check, requires=("offload",)), Pass("recompute", check),
+        Pass("invariants", check, requires=("offload",)), Pass("widen", widen), Pass("recompute", check),
     )
     ctx = PassContext(OffloadConfig(), None, (), {}, "graph 0", "", None, False)
     with caplog.at_level("DEBUG", logger="offload_pass"):
         state = run_passes(passes, PassState(), ctx)
-    assert ran == ["make", "grow", "check", "check"] and state.changed_by == ("make", "offload")
+    assert ran == ["make", "grow", "check", "widen", "check"] and state.changed_by == ("make", "offload", "widen")
     assert "graph 0 pass offload: " in caplog.text and "forward +2 <built-in method relu" in caplog.text
+    assert "graph 0 pass widen: " in caplog.text and "forward unchanged, backward +1 <built-in method relu" in caplog.text
+    assert "graph 0 pass recompute: " in caplog.text and caplog.text.count("forward unchanged, backward unchanged") == 2
     ran.clear()
     off = dataclasses.replace(ctx, config=OffloadConfig(disabled_passes=("offload", "recompute")))
     state = run_passes(passes, PassState(), off)
-    assert ran == ["make", "stand_in"] and state.changed_by == ("make",)
+    assert ran == ["make", "stand_in", "widen"] and state.changed_by == ("make", "widen")

@@ -1,13 +1,11 @@
-"""The compile pipeline's passes over one partition, and the runner of any pass list.
+"""The compile pipeline's passes over one partition.
 
 Takes: the joint graph AOTAutograd hands the partitioner and a
 ``PlanRequest`` (which partition and selection to make). Gives:
 ``ATTEMPT_PASSES``, the ordered named passes that turn it into a planned,
-rewritten forward/backward pair (a ``PassState``), and ``run_passes``, the
-one place that skips a pass named in ``OffloadConfig.disabled_passes`` and
-logs each pass at DEBUG with its time and its change to the graphs'
-call_function counts. Every pass has one signature:
-``(state: PassState, ctx: PassContext) -> PassState``.
+rewritten forward/backward pair (a ``PassState``), run by
+``runner.run_passes`` (re-exported here with ``Pass``). Every pass has
+one signature: ``(state: PassState, ctx: PassContext) -> PassState``.
 """
 
 from __future__ import annotations
@@ -15,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import time
-from collections import Counter
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 import torch.fx as fx
@@ -25,6 +21,7 @@ import torch.fx as fx
 from offload_pass.annotation.mlp_roles import mlp_roles
 from offload_pass.config import OffloadConfig
 from offload_pass.pipeline.joint_cse import partition_joint
+from offload_pass.pipeline.runner import Pass, run_passes
 from offload_pass.enums import Mode, PassName
 from offload_pass.planning.blocks import BlockCut, cut_tags, find_blocks
 from offload_pass.planning.calibration import Calibration, overhead_allowed
@@ -128,57 +125,6 @@ class PassState:
     def simulation(self) -> Optional[tuple]:
         """What the step simulator needs besides the graphs (None without predictions)."""
         return None if self.measured is None else (self.timeline_after, self.measured, self.raw_profile)
-
-
-PassFn = Callable[[PassState, PassContext], PassState]
-
-
-@dataclasses.dataclass(frozen=True)
-class Pass:
-    """A named pass; ``when_disabled`` runs in its place where its name is
-    in ``disabled_passes``; it is skipped where a pass it ``requires`` is."""
-
-    name: str
-    run: PassFn
-    when_disabled: Optional[PassFn] = None
-    requires: tuple[str, ...] = ()
-
-
-def _op_counts(gm: Optional[fx.GraphModule]) -> Counter:
-    if gm is None:
-        return Counter()
-    return Counter(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-
-
-def run_passes(passes: Sequence[Pass], state: PassState, ctx: PassContext) -> PassState:
-    """Run ``passes`` in order: each disabled one by name skipped (or its
-    ``when_disabled`` run), each logged at DEBUG with its time and its
-    change to the forward's and backward's call_function counts."""
-    disabled = set(ctx.config.disabled_passes)
-    for p in passes:
-        if any(r in disabled for r in p.requires) or (p.name in disabled and p.when_disabled is None):
-            log.debug("offload_pass: %s pass %s disabled", ctx.graph_id, p.name)
-            continue
-        run = p.when_disabled if p.name in disabled else p.run
-        graphs, counts = (state.fw_gm, state.bw_gm), (_op_counts(state.fw_gm), _op_counts(state.bw_gm))
-        start = time.perf_counter()
-        state = run(state, ctx)  # type: ignore[misc]
-        after = (_op_counts(state.fw_gm), _op_counts(state.bw_gm))
-        if after != counts or graphs != (state.fw_gm, state.bw_gm):
-            state = dataclasses.replace(state, changed_by=(*state.changed_by, p.name))
-        log.debug(
-            "offload_pass: %s pass %s: %.1f ms; forward %s, backward %s", ctx.graph_id, p.name,
-            (time.perf_counter() - start) * 1e3, _change(counts[0], after[0]), _change(counts[1], after[1]),
-        )
-        if state.stopped:
-            break
-    return state
-
-
-def _change(before: Counter, after: Counter) -> str:
-    """An op-count change: "+3 offload_pass.offload, -1 aten.add" ("unchanged": none)."""
-    diff = {k: after[k] - before[k] for k in set(before) | set(after) if after[k] != before[k]}
-    return ", ".join(f"{v:+d} {k}" for k, v in sorted(diff.items())) or "unchanged"
 
 
 def partition(state: PassState, ctx: PassContext) -> PassState:
