@@ -202,7 +202,8 @@ def _say_chosen(plan: OffloadPlan, code: Reason, values: Detail) -> OffloadPlan:
     mode chose them; a marked one keeps its mark as its reason."""
     chosen = {m for g in plan.groups for m in g.members}
     entries = [
-        dataclasses.replace(e, code=code, detail=values) if e.name in chosen and e.code == Reason.UNMARKED_CANDIDATE else e
+        dataclasses.replace(e, code=code, detail=values)
+        if e.name in chosen and e.code == Reason.UNMARKED_CANDIDATE else e
         for e in plan.entries
     ]
     return dataclasses.replace(plan, entries=entries)

@@ -107,10 +107,12 @@ def _lowest_peak(
     issued early enough to land in time, can lift the backward over the
     ideal). Only a lower peak drops one: dropping copies for time at an
     equal peak can walk into a set whose peak this model sees flat and the
-    step simulator does not. On ``tests/test_selection.py``'s random draws
+    step simulator does not. A drop whose set's ideal peak
+    (``_ideal_peak_less``) stands at or over the current peak could not
+    lower it: not simulated. On ``tests/test_selection.py``'s random draws
     the peak found is nearly always the lowest of every subset's. ``every``:
     the estimate of every candidate, where known. ``without`` (filled where
-    given): for each copy looked at once the set stood as it is returned,
+    given): for each copy simulated once the set stood as it is returned,
     the estimate of that set less the copy (what ``_drop_for_budget``
     looks at first)."""
     chosen = list(candidates)
@@ -229,7 +231,9 @@ def _drop_for_budget(
     lifted the peak over the budget is not scored again: further drops put
     more bytes back on the device (on ``tests/test_selection.py``'s random
     draws at budgets near the lowest peak, the same sets in 395 of 395; on
-    the 8B shape at 64k tokens, 30 % fewer simulations). ``known``: estimates
+    the 8B shape at 64k tokens, 30 % fewer simulations), nor is one whose
+    set's ideal peak (``_ideal_peak_less``) stands over the budget
+    simulated: no estimate of it peaks lower. ``known``: estimates
     of ``start``'s set less a copy, by the copy's key, taken instead of
     simulating that set again (``_lowest_peak``'s ``without``): the first
     look scores every copy, before any drop."""
