@@ -376,6 +376,42 @@ def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, wan
     assert max(r.count for r in requests) == 8 or BlockCut(8, 8, True, want_rest) in made_before
 
 
+@pytest.mark.parametrize(
+    "levels, want_rests",
+    [
+        # The deepest cut with attention kept planned within the budget: its family is searched after the level's.
+        ([(None, 90, 150.0), (0.9, 95, 120.0), (BlockCut(8, 8, True), 60, 130.0)], [0.9, None]),
+        # It missed the budget (or was not planned): the level's family alone.
+        ([(None, 90, 150.0), (0.9, 95, 120.0), (BlockCut(8, 8, True), 120, 130.0)], [0.9]),
+        ([(None, 90, 150.0), (0.9, 95, 120.0)], [0.9]),
+        # Offload alone is the fastest within: its family is the level's, searched once.
+        ([(None, 90, 150.0), (0.9, 120, 110.0), (BlockCut(8, 8, True), 60, 130.0)], [None]),
+    ],
+)
+def test_the_cuts_with_nothing_else_recomputed_are_searched_where_their_deepest_reached_the_budget(levels, want_rests):
+    # A family searched only for the fewest blocks that reach the budget
+    # could give a looser budget a slower plan than a tighter one's: where
+    # its deepest member reached the budget, its count is searched on the
+    # step as the mixed cuts' is.
+    from offload_pass.pipeline.deep_cuts import MIX_PARTITIONS, mixed_attempts
+
+    requests = []
+
+    def run(request, seen):
+        requests.append(request.level)
+        return _level_attempt(request.level, 50, 200.0 - request.level.count + (0 if request.level.rest else 10))
+
+    attempts = [_level_attempt(*made) for made in levels]
+    made = mixed_attempts(attempts, run, 100, [object()] * 8, set())
+    rests = [r.rest for r in requests]
+    assert [rest for i, rest in enumerate(rests) if rest not in rests[:i]] == want_rests, requests
+    for rest in want_rests:
+        family = [r for r in requests if r.rest == rest]
+        assert 0 < len(family) <= MIX_PARTITIONS and all(r.keep_attention and r.of == 8 for r in family), requests
+    assert len(made) == len(requests) == len(set(requests))
+    assert BlockCut(8, 8, True) not in requests  # planned before: not partitioned again
+
+
 def test_a_mixed_cut_reads_as_its_blocks_and_the_rest_level():
     cut = BlockCut(12, 32, True, 0.9)
     assert str(cut) == "last 12 of 32 blocks recomputed (all but attention), the rest under activation_memory_budget=0.9"
