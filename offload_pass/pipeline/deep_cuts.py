@@ -175,10 +175,10 @@ def mixed_attempts(
     early blocks offloaded as the first partition offloads) are searched
     after them: ``deep_attempts`` looks in that family only for the fewest
     blocks that reach the budget (or, where offload alone reaches it, at the
-    deepest alone), and a budget looser than another's must not get a slower
-    plan (on the 8B shape at 16k tokens, 24 of 32 blocks kept 1.111 x the
+    deepest alone), which gave a looser budget a slower plan than a tighter
+    one (on the 8B shape at 16k tokens, 24 of 32 blocks kept 1.111 x the
     step at 0.240 of the peak, where the rest under level 0.5 kept 1.143 x
-    at 0.26 and 0.28). Searched where the fastest partition within the
+    at 0.26 and 0.28; searched here, 1.107 x and 1.101 x). Searched where the fastest partition within the
     budget (a block cut included) stands more than ``MIX_ABOVE`` over the
     step without recompute or offload: for each family, the count from 1
     to ``most(True)`` (the most blocks whose bound lets them beat the
