@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", type=int, help="pin each run to this CPU (taskset)")
     p.add_argument("--profile", action="store_true", help="cProfile the planning")
     p.add_argument("--no-recompute", action="store_true", help="disable the recompute search: one partition")
-    p.add_argument("--disable", default="", help="comma-separated pass names to disable (OffloadConfig.disabled_passes)")
+    p.add_argument(
+        "--disable", default="", help="comma-separated pass names to disable (OffloadConfig.disabled_passes)"
+    )
     p.add_argument("--pytorch-exact-cut", action="store_true", help="time PyTorch's partitioner with the exact min-cut")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--one", help=argparse.SUPPRESS)

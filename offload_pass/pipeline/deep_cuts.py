@@ -178,12 +178,12 @@ def mixed_attempts(
     deepest alone), which gave a looser budget a slower plan than a tighter
     one (on the 8B shape at 16k tokens, 24 of 32 blocks kept 1.111 x the
     step at 0.240 of the peak, where the rest under level 0.5 kept 1.143 x
-    at 0.26 and 0.28; searched here, 1.107 x and 1.101 x). Searched where the fastest partition within the
-    budget (a block cut included) stands more than ``MIX_ABOVE`` over the
-    step without recompute or offload: for each family, the count from 1
-    to ``most(True)`` (the most blocks whose bound lets them beat the
-    fastest found; all where None) by golden section on the predicted step
-    within the budget (a cut that misses it, was pruned or repeats a set
+    at 0.26 and 0.28; searched here, 1.107 x and 1.101 x). Searched where
+    the fastest partition within the budget (a block cut included) stands
+    more than ``MIX_ABOVE`` over the step without recompute or offload: for
+    each family, the count from 1 to ``most(True)`` (the most blocks whose
+    bound lets them beat the fastest found; all where None) by golden
+    section on the predicted step within the budget (a cut that misses it, was pruned or repeats a set
     tried counts as slowest; one planned already is not planned again), in
     at most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
     first = attempts[0]
