@@ -342,18 +342,21 @@ def _level_attempt(level, peak, step, baseline_step=100.0):
 
 
 @pytest.mark.parametrize(
-    "levels, budget, want_rest",
+    "levels, budget, want_rests",
     [
-        # (level, peak, step) of the partitions made; the fastest within the budget (100) is mixed with the cuts.
-        ([(None, 90, 150.0), (0.9, 95, 120.0), (0.6, 80, 130.0)], 100, 0.9),
-        ([(None, 90, 150.0), (0.9, 120, 110.0)], 100, None),  # 0.9 misses the budget: offload alone's is mixed
-        ([(None, 90, 101.0), (0.9, 95, 101.5)], 100, "none"),  # within 2 % of no offload: nothing searched
-        ([(None, 190, 150.0), (0.9, 120, 110.0)], 100, "none"),  # nothing within the budget
-        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 105.0)], 100, None),  # a cut is never the level mixed
-        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 101.0)], 100, "none"),  # a cut within 2 %: nothing to gain
+        # (level, peak, step) of the partitions made; the fastest within the budget (100) is mixed with the cuts,
+        # then the lightest level partitioned where it is another, within the budget alone or not.
+        ([(None, 90, 150.0), (0.9, 95, 120.0), (0.6, 80, 130.0)], 100, [0.9]),
+        ([(None, 90, 150.0), (0.6, 80, 130.0), (0.9, 120, 110.0)], 100, [0.6, 0.9]),
+        ([(None, 90, 150.0), (0.9, 120, 110.0)], 100, [None, 0.9]),  # 0.9 misses alone: its cuts may reach
+        ([(None, 90, 150.0)], 100, [None]),  # no level partitioned
+        ([(None, 90, 101.0), (0.9, 95, 101.5)], 100, []),  # within 2 % of no offload: nothing searched
+        ([(None, 190, 150.0), (0.9, 120, 110.0)], 100, []),  # nothing within the budget
+        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 105.0)], 100, [None]),  # a cut is never the level mixed
+        ([(None, 90, 150.0), (BlockCut(8, 8, True), 60, 101.0)], 100, []),  # a cut within 2 %: nothing to gain
     ],
 )
-def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, want_rest):
+def test_mixed_cuts_take_the_fastest_level_within_the_budget_then_the_lightest(levels, budget, want_rests):
     from offload_pass.pipeline.deep_cuts import MIX_PARTITIONS, mixed_attempts
 
     requests = []
@@ -364,16 +367,17 @@ def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, wan
 
     attempts = [_level_attempt(*made) for made in levels]
     made = mixed_attempts(attempts, run, budget, [object()] * 8, set())
-    if want_rest == "none":
-        assert requests == [] and made == []
-        return
-    assert requests and len(requests) <= MIX_PARTITIONS
-    assert all(r.keep_attention and r.rest == want_rest and r.of == 8 for r in requests), requests
-    assert len(made) == len(requests)
+    rests = [r.rest for r in requests]
+    assert [rest for i, rest in enumerate(rests) if rest not in rests[:i]] == want_rests, requests
+    assert rests == sorted(rests, key=want_rests.index), requests  # one family after the other
+    for rest in want_rests:
+        family = [r for r in requests if r.rest == rest]
+        assert 0 < len(family) <= MIX_PARTITIONS and all(r.keep_attention and r.of == 8 for r in family), requests
+        # The step falls with the count here: the deepest is reached (planned here or before).
+        assert max(r.count for r in family) == 8 or BlockCut(8, 8, True, rest) in {lv for lv, _, _ in levels}
+    assert len(made) == len(requests) == len(set(requests))
     made_before = {level for level, _, _ in levels}
     assert not made_before & set(requests), requests  # a cut planned already is not partitioned again
-    # The step falls with the count here: the deepest is reached (planned here or before).
-    assert max(r.count for r in requests) == 8 or BlockCut(8, 8, True, want_rest) in made_before
 
 
 @pytest.mark.parametrize(
@@ -384,8 +388,8 @@ def test_mixed_cuts_take_the_fastest_level_within_the_budget(levels, budget, wan
         # It missed the budget (or was not planned): the level's family alone.
         ([(None, 90, 150.0), (0.9, 95, 120.0), (BlockCut(8, 8, True), 120, 130.0)], [0.9]),
         ([(None, 90, 150.0), (0.9, 95, 120.0)], [0.9]),
-        # Offload alone is the fastest within: its family is the level's, searched once.
-        ([(None, 90, 150.0), (0.9, 120, 110.0), (BlockCut(8, 8, True), 60, 130.0)], [None]),
+        # Offload alone is the fastest within: its family is the level's, searched once (then level 0.9's).
+        ([(None, 90, 150.0), (0.9, 120, 110.0), (BlockCut(8, 8, True), 60, 130.0)], [None, 0.9]),
     ],
 )
 def test_the_cuts_with_nothing_else_recomputed_are_searched_where_their_deepest_reached_the_budget(levels, want_rests):

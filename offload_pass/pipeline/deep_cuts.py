@@ -165,27 +165,34 @@ def mixed_attempts(
     attempts: list, run: Run, budget: int, blocks, seen: set, most: Optional[Callable[[bool], int]] = None
 ) -> list:
     """Cuts of the last blocks, attention kept, with every node not tagged
-    partitioned under the level of the fastest partition within ``budget``
-    among ``attempts`` (the first one and the levels; ``BlockCut.rest``):
-    the early blocks keep that level's light recompute and offload, whose
-    copies have the rest of the forward to land, and the last blocks, whose
-    copies could not, are recomputed. Where the deepest cut with attention
-    kept was planned within the budget and that level is not the first
-    partition's, the cuts with nothing else recomputed (``rest`` None: the
-    early blocks offloaded as the first partition offloads) are searched
-    after them: ``deep_attempts`` looks in that family only for the fewest
-    blocks that reach the budget (or, where offload alone reaches it, at the
-    deepest alone), which gave a looser budget a slower plan than a tighter
-    one (on the 8B shape at 16k tokens, 24 of 32 blocks kept 1.111 x the
-    step at 0.240 of the peak, where the rest under level 0.5 kept 1.143 x
-    at 0.26 and 0.28; searched here, 1.107 x and 1.101 x). Searched where
-    the fastest partition within the budget (a block cut included) stands
-    more than ``MIX_ABOVE`` over the step without recompute or offload: for
-    each family, the count from 1 to ``most(True)`` (the most blocks whose
-    bound lets them beat the fastest found; all where None) by golden
-    section on the predicted step within the budget (a cut that misses it, was pruned or repeats a set
-    tried counts as slowest; one planned already is not planned again), in
-    at most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
+    partitioned under one level (``BlockCut.rest``): the early blocks keep
+    that level's light recompute and offload, whose copies have the rest of
+    the forward to land, and the last blocks, whose copies could not, are
+    recomputed. The families, in the order ``_rests`` gives:
+
+    - the level of the fastest partition within ``budget`` among
+      ``attempts`` (the first one and the levels);
+    - the lightest level partitioned, where it is another: its own plan may
+      miss the budget and its cuts still reach it (on the 8B shape at 16k
+      tokens, at 0.25 of the peak, level 0.9 misses alone, and 16 of 32
+      blocks cut under it plan 1.081 x the step, where the families before
+      it kept 1.107 x);
+    - the cuts with nothing else recomputed (``rest`` None: the early
+      blocks offloaded as the first partition offloads), where the deepest
+      cut with attention kept was planned within the budget and the first
+      family is not already theirs: ``deep_attempts`` looks there only for
+      the fewest blocks that reach the budget (or, where offload alone
+      reaches it, at the deepest alone), which gave a looser budget a
+      slower plan than a tighter one.
+
+    Searched where the fastest partition within the budget (a block cut
+    included) stands more than ``MIX_ABOVE`` over the step without
+    recompute or offload: for each family, the count from 1 to
+    ``most(True)`` (the most blocks whose bound lets them beat the fastest
+    found; all where None) by golden section on the predicted step within
+    the budget (a cut that misses it, was pruned or repeats a set tried
+    counts as slowest; one planned already is not planned again), in at
+    most ``MIX_PARTITIONS`` partitions. Returns the attempts planned."""
     first = attempts[0]
     if blocks is None or len(blocks) < 2 or first.plan.baseline is None:
         return []
@@ -198,14 +205,26 @@ def mixed_attempts(
     of = len(blocks)
     made: list = []
     planned_before = {a.plan.recompute_level: a for a in attempts}  # rest None: the plain cuts made already
-    rests = [base.plan.recompute_level]
-    deepest_kept = planned_before.get(BlockCut(of, of, True))
-    if rests[0] is not None and deepest_kept is not None and _peak(deepest_kept) <= budget:
-        rests.append(None)
+    rests = _rests(attempts, base.plan.recompute_level, planned_before.get(BlockCut(of, of, True)), budget)
     for rest in rests:
         _golden_counts(_count_value(first, run, budget, of, rest, seen, planned_before, made),
                        of if most is None else min(of, most(True)), MIX_PARTITIONS)
     return made
+
+
+def _rests(attempts: list, base, deepest_kept: Optional[PassState], budget: int) -> list:
+    """The rests of the mixed families, in the order searched: ``base``
+    (the level of the fastest partition within the budget), the lightest
+    level partitioned where it is another (its own plan may miss the
+    budget: the cut blocks can bring it within), and None where
+    ``deepest_kept`` (the deepest cut with attention kept) was planned within
+    the budget and None is not ``base``."""
+    levels = [a.plan.recompute_level for a in attempts]
+    lightest = max((x for x in levels if x is not None and not isinstance(x, BlockCut)), default=None)
+    rests = [base] + ([lightest] if lightest is not None and lightest != base else [])
+    if base is not None and deepest_kept is not None and _peak(deepest_kept) <= budget:
+        rests.append(None)
+    return rests
 
 
 def _count_value(
