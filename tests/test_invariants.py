@@ -60,6 +60,27 @@ def test_sdpa_views_rebuilt_at_their_offsets():
     assert [g.copy for g in plan.groups] == ["storage"], plan
 
 
+def test_the_rewritten_modules_generate_their_code_when_first_run_or_read(monkeypatch):
+    # mode="budget" rewrites every partition it plans and keeps one: the
+    # rewrite leaves the code to the module, which generates it from the
+    # rewritten graph when it is run or its code read (the gradients of
+    # such modules: the test above).
+    captured = {}
+
+    def capture(fw_gm, bw_gm, graph_id="graph"):
+        check_rewrite(fw_gm, bw_gm, graph_id)
+        captured["graphs"] = (fw_gm, bw_gm)
+        captured["pending"] = [type(gm)._needs_recompile() for gm in (fw_gm, bw_gm)]
+
+    monkeypatch.setattr(backend_module, "check_rewrite", capture)
+    _train(offload_pass.make_backend(min_bytes=0, keep_if_no_gain=False))
+    assert captured["pending"] == [True, True]
+    fw, bw = captured["graphs"]
+    assert "torch.ops.offload_pass.offload.default(" in fw.code, fw.code
+    assert "torch.ops.offload_pass.reload.default(" in bw.code, bw.code
+    assert [type(gm)._needs_recompile() for gm in (fw, bw)] == [False, False]
+
+
 @pytest.fixture(scope="module")
 def rewritten():
     """The forward and backward graphs of ``Attn`` as the rewrite left them

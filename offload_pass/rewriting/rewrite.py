@@ -1,7 +1,8 @@
 """Stage 4, the rewrite: apply an ``OffloadPlan`` to the forward and backward graphs.
 
 Takes: the partitioner's forward and backward graph modules, the plan and the
-config. Gives: the same graph modules, edited in place and linted:
+config. Gives: their graphs, edited in place and linted, in modules that
+generate their code when first run or read (``_code_deferred``):
 
 forward   x = producer(...)
           x_host = offload_pass.offload(x, ...)     right after the producer, into its
@@ -29,6 +30,7 @@ from typing import Optional
 import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from offload_pass.meta_keys import CHOSEN_KEY, CREATED_BY_KEY, LAYOUT_FREE_KEY, REPLACES_KEY
 from offload_pass.config import OffloadConfig
@@ -316,5 +318,18 @@ def rewrite_graphs(
     _rewrite_backward(bw_gm, copies, lifetimes, fw_nodes, config, reload_before)
     for gm in (fw_gm, bw_gm):
         gm.graph.lint()
-        gm.recompile()
-    return fw_gm, bw_gm
+    return _code_deferred(fw_gm), _code_deferred(bw_gm)
+
+
+def _code_deferred(gm: fx.GraphModule) -> fx.GraphModule:
+    """``gm``'s graph (and ``meta``) in a module that generates its Python
+    code when it is first run or its code read (torch.fx's lazy graph
+    module, as Inductor's passes use). mode="budget"'s search rewrites
+    every partition it plans and keeps one, and the backward PyTorch's
+    partitioner hands over is a plain module, which generates the code of
+    an 8B-sized graph (about 0.4 s) at every ``recompile``."""
+    lazy = _LazyGraphModule.from_graphmodule(gm)
+    if lazy is not gm:
+        lazy.meta = gm.meta
+    lazy.recompile()
+    return lazy
