@@ -213,12 +213,9 @@ def mixed_attempts(
 
 
 def _rests(attempts: list, base, deepest_kept: Optional[PassState], budget: int) -> list:
-    """The rests of the mixed families, in the order searched: ``base``
-    (the level of the fastest partition within the budget), the lightest
-    level partitioned where it is another (its own plan may miss the
-    budget: the cut blocks can bring it within), and None where
-    ``deepest_kept`` (the deepest cut with attention kept) was planned within
-    the budget and None is not ``base``."""
+    """The rests of ``mixed_attempts``' families, in the order its docstring
+    lists them (``base``: the level of the fastest partition within the
+    budget; ``deepest_kept``: the deepest cut with attention kept, if planned)."""
     levels = [a.plan.recompute_level for a in attempts]
     lightest = max((x for x in levels if x is not None and not isinstance(x, BlockCut)), default=None)
     rests = [base] + ([lightest] if lightest is not None and lightest != base else [])
